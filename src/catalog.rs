@@ -1,0 +1,274 @@
+//! The merged catalog: every downstream tool under its exported name `<server>__<tool>`,
+//! and the way back from an exported name to (server, downstream tool).
+
+use std::collections::HashMap;
+use std::fmt;
+
+use rmcp::model::Tool;
+
+use crate::config::is_name_char;
+
+/// Hosts reject longer tool names (the Anthropic and OpenAI APIs cap them at 64).
+pub const MAX_NAME_LEN: usize = 64;
+
+/// A tool name as the host sees it: `[A-Za-z0-9_-]{1,64}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExportedName(String);
+
+impl ExportedName {
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ExportedName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One exported tool.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub exported: ExportedName,
+    /// The server that has it (its `[servers.NAME]`).
+    pub server: String,
+    /// Its name on that server, as the server spells it.
+    pub tool: String,
+    /// The downstream definition with `name` replaced by the exported name; everything
+    /// else (description, schemas, annotations, `_meta`) is as the server sent it.
+    pub definition: Tool,
+}
+
+/// One server's tools, after its include/exclude filters.
+#[derive(Debug, Clone)]
+pub struct ServerTools {
+    pub server: String,
+    pub tools: Vec<Tool>,
+}
+
+/// The merged catalog. Immutable: a refresh builds a new one.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Catalog {
+    /// Builds the catalog from each server's tools, in the given order.
+    ///
+    /// Names are made deterministic: the same servers and tools always give the same
+    /// exported names, whatever order the servers answered in.
+    pub fn build(separator: &str, servers: &[ServerTools]) -> Catalog {
+        let mut candidates: Vec<(String, &str, &Tool)> = servers
+            .iter()
+            .flat_map(|s| s.tools.iter().map(move |t| (s.server.as_str(), t)))
+            .map(|(server, tool)| (export_name(server, separator, &tool.name), server, tool))
+            .collect();
+        // Two tools whose names sanitise to the same string: every one of them whose raw
+        // name differs from its sanitised one gets a hash suffix, which is unique.
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (name, _, _) in &candidates {
+            *seen.entry(name.as_str()).or_default() += 1;
+        }
+        let clashing: Vec<String> = seen
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        for (name, server, tool) in &mut candidates {
+            let raw = format!("{server}{separator}{}", tool.name);
+            if clashing.contains(name) && *name != raw {
+                *name = with_hash(&raw, &raw);
+            }
+        }
+        let mut catalog = Catalog::default();
+        for (name, server, tool) in candidates {
+            if catalog.by_name.contains_key(&name) {
+                tracing::warn!(tool = %name, server, "two tools export the same name; keeping the first");
+                continue;
+            }
+            let mut definition = tool.clone();
+            definition.name = name.clone().into();
+            catalog.by_name.insert(name.clone(), catalog.entries.len());
+            catalog.entries.push(Entry {
+                exported: ExportedName(name),
+                server: server.to_string(),
+                tool: tool.name.to_string(),
+                definition,
+            });
+        }
+        catalog
+    }
+
+    /// The entry for an exported name.
+    pub fn get(&self, exported: &str) -> Option<&Entry> {
+        self.by_name.get(exported).map(|&i| &self.entries[i])
+    }
+
+    /// Every entry, servers in config order, tools in the order their server listed them.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The exported definitions, for `tools/list`.
+    pub fn definitions(&self) -> impl Iterator<Item = &Tool> {
+        self.entries.iter().map(|e| &e.definition)
+    }
+
+    /// Up to `n` exported names closest to `name`, for "did you mean" hints.
+    pub fn closest(&self, name: &str, n: usize) -> Vec<&str> {
+        let mut scored: Vec<(usize, &str)> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let d = crate::config::edit_distance(name, e.exported.as_str())
+                    .min(crate::config::edit_distance(name, &e.tool) + 1);
+                (d, e.exported.as_str())
+            })
+            .collect();
+        scored.sort();
+        scored.into_iter().take(n).map(|(_, name)| name).collect()
+    }
+}
+
+/// `<server><separator><tool>` with every character outside `[A-Za-z0-9_-]` replaced by
+/// `_`, shortened with a hash suffix when longer than [`MAX_NAME_LEN`].
+pub fn export_name(server: &str, separator: &str, tool: &str) -> String {
+    let raw = format!("{server}{separator}{tool}");
+    let clean: String = raw
+        .chars()
+        .map(|c| if is_name_char(c) { c } else { '_' })
+        .collect();
+    if clean.is_empty() {
+        return with_hash("_", &raw);
+    }
+    if clean.len() > MAX_NAME_LEN {
+        return with_hash(&clean, &raw);
+    }
+    clean
+}
+
+/// `prefix` cut to fit, then `_` and 8 hex digits of a hash of `raw`.
+fn with_hash(prefix: &str, raw: &str) -> String {
+    let clean: String = prefix
+        .chars()
+        .map(|c| if is_name_char(c) { c } else { '_' })
+        .collect();
+    let keep = MAX_NAME_LEN - 9;
+    let cut: String = clean.chars().take(keep).collect();
+    format!("{cut}_{:08x}", fnv1a(raw) as u32)
+}
+
+/// FNV-1a 64: stable across runs, platforms and versions (unlike `DefaultHasher`).
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(
+            name.to_string(),
+            format!("does {name}"),
+            Arc::new(Default::default()),
+        )
+    }
+
+    fn names(catalog: &Catalog) -> Vec<&str> {
+        catalog
+            .entries()
+            .iter()
+            .map(|e| e.exported.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn export_name_cases() {
+        let long_tool = "t".repeat(80);
+        let cases: &[(&str, &str, &str)] = &[
+            ("files", "read_file", "files__read_file"),
+            ("weather", "get-forecast", "weather__get-forecast"),
+            ("srv", "a.b/c d", "srv__a_b_c_d"),
+            ("srv", "naïve", "srv__na_ve"),
+            ("s", "", "s__"),
+        ];
+        for (server, tool, want) in cases {
+            assert_eq!(export_name(server, "__", tool), *want);
+        }
+        let long = export_name("srv", "__", &long_tool);
+        assert_eq!(long.len(), MAX_NAME_LEN);
+        assert!(long.starts_with("srv__ttt"));
+        assert_eq!(long, export_name("srv", "__", &long_tool), "deterministic");
+        assert_ne!(long, export_name("srv", "__", &"t".repeat(81)), "distinct");
+        assert!(long.chars().all(is_name_char));
+    }
+
+    #[test]
+    fn sanitising_collisions_get_hash_suffixes() {
+        let catalog = Catalog::build(
+            "__",
+            &[ServerTools {
+                server: "s".into(),
+                tools: vec![tool("a.b"), tool("a_b"), tool("a b")],
+            }],
+        );
+        let got = names(&catalog);
+        assert_eq!(got.len(), 3);
+        assert_eq!(
+            got[1], "s__a_b",
+            "the tool whose name is already clean keeps it"
+        );
+        assert!(got[0].starts_with("s__a_b_") && got[2].starts_with("s__a_b_"));
+        assert_ne!(got[0], got[2]);
+        assert_eq!(catalog.get("s__a_b").map(|e| e.tool.as_str()), Some("a_b"));
+        assert_eq!(catalog.get(got[0]).map(|e| e.tool.as_str()), Some("a.b"));
+    }
+
+    #[test]
+    fn definitions_keep_everything_but_the_name() {
+        let mut original = tool("read");
+        original.title = Some("Read".into());
+        let catalog = Catalog::build(
+            "__",
+            &[ServerTools {
+                server: "fs".into(),
+                tools: vec![original.clone()],
+            }],
+        );
+        let entry = catalog.get("fs__read").map(|e| e.definition.clone());
+        let mut expected = original;
+        expected.name = "fs__read".into();
+        assert_eq!(entry, Some(expected));
+    }
+
+    #[test]
+    fn closest_names() {
+        let catalog = Catalog::build(
+            "__",
+            &[ServerTools {
+                server: "metrics".into(),
+                tools: vec![
+                    tool("list_metrics"),
+                    tool("query_metric"),
+                    tool("check_threshold"),
+                ],
+            }],
+        );
+        assert_eq!(
+            catalog.closest("metrics__query_metrics", 1),
+            vec!["metrics__query_metric"]
+        );
+        assert_eq!(
+            catalog.closest("query_metric", 1),
+            vec!["metrics__query_metric"]
+        );
+    }
+}

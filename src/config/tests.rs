@@ -1,0 +1,228 @@
+use super::*;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "TOKEN" => Some("s3cret".into()),
+        "HOME_DIR" => Some("/home/me".into()),
+        _ => None,
+    }
+}
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, "servers.toml", Path::new("/cfg"), &env)
+}
+
+/// Each case: a config and the exact error it must give.
+#[test]
+fn config_errors_name_file_section_and_key() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "[proxy]\nseperator = \"__\"",
+            "servers.toml: [proxy]: key 'seperator': unknown key (did you mean 'separator'?)",
+        ),
+        (
+            "[servers.a]\ncomand = \"x\"",
+            "servers.toml: [servers.a]: key 'comand': unknown key (did you mean 'command'?)",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nurl = \"http://h\"",
+            "servers.toml: [servers.a]: 'command', 'url' and 'builtin' exclude each other: set only one",
+        ),
+        (
+            "[servers.a]\nargs = []",
+            "servers.toml: [servers.a]: needs one of 'command', 'url' or 'builtin'",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\ninclude = [\"read_[\"]",
+            "servers.toml: [servers.a]: key 'include': bad glob 'read_[': unclosed character class; missing ']'",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nenv = { KEY = \"${MISSING}\" }",
+            "servers.toml: [servers.a]: key 'env.KEY': environment variable 'MISSING' is not set (write $$ for a literal $)",
+        ),
+        (
+            "[servers.a]\nurl = \"ftp://h\"",
+            "servers.toml: [servers.a]: key 'url': must start with http:// or https://",
+        ),
+        (
+            "[servers.a]\nbuiltin = \"nope\"",
+            "servers.toml: [servers.a]: key 'builtin': unknown built-in server 'nope' (one of: metrics, weather, files, chaos)",
+        ),
+        (
+            "[servers.a]\ncommand = 5",
+            "servers.toml: [servers.a]: key 'command': expected a string, found integer",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nenabled = \"yes\"",
+            "servers.toml: [servers.a]: key 'enabled': expected true or false",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\ncall_timeout_ms = 0",
+            "servers.toml: [servers.a]: key 'call_timeout_ms': expected a positive integer, found 0",
+        ),
+        (
+            "[servers.a]\nurl = \"http://h\"\nargs = []",
+            "servers.toml: [servers.a]: key 'args': does not apply to this kind of server",
+        ),
+        (
+            "[servers.\"a.b\"]\ncommand = \"x\"",
+            "servers.toml: [servers.a.b]: a server name may use only A-Z a-z 0-9 _ -",
+        ),
+        (
+            "[servers.a__b]\ncommand = \"x\"",
+            "servers.toml: [servers.a__b]: a server name must not contain the separator '__'",
+        ),
+        (
+            "[proxy]\nseparator = \".\"",
+            "servers.toml: [proxy]: key 'separator': must be non-empty and use only A-Z a-z 0-9 _ -",
+        ),
+        (
+            "[proxy]\nmax_concurrency = -1",
+            "servers.toml: [proxy]: key 'max_concurrency': expected a positive integer, found -1",
+        ),
+        (
+            "sever = 1",
+            "servers.toml: top level: key 'sever': unknown key (did you mean 'servers'?)",
+        ),
+        (
+            "[servers]\na = 1",
+            "servers.toml: [servers]: key 'a': expected a table, found integer",
+        ),
+        (
+            "[servers.a]\ncommand = \"${\"",
+            "servers.toml: [servers.a]: key 'command': unclosed '${' in \"${\"",
+        ),
+    ];
+    for (text, want) in cases {
+        match parse(text) {
+            Ok(_) => panic!("expected an error for {text:?}"),
+            Err(e) => assert_eq!(e.to_string(), *want, "for {text:?}"),
+        }
+    }
+}
+
+#[test]
+fn syntax_error_names_the_file_and_line() {
+    let err = parse("[servers.a\ncommand = 1")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.starts_with("servers.toml: not valid TOML: "), "{err}");
+    assert!(err.contains("line 1"), "{err}");
+}
+
+#[test]
+fn full_config_parses() -> Result<(), ConfigError> {
+    let config = parse(
+        r#"
+[proxy]
+separator = "--"
+call_timeout_ms = 1000
+max_output_chars = 500
+
+[servers.files]
+command = "npx"
+args = ["-y", "pkg", "${HOME_DIR}/x", "$$HOME", "costs $5"]
+env = { API_KEY = "${TOKEN}" }
+cwd = "work"
+include = ["read_*", "write_file"]
+exclude = ["read_secret*"]
+
+[servers.remote]
+url = "https://example.com/mcp"
+headers = { Authorization = "Bearer ${TOKEN}" }
+call_timeout_ms = 5
+
+[servers.demo]
+builtin = "metrics"
+enabled = false
+"#,
+    )?;
+    assert_eq!(config.proxy.separator, "--");
+    assert_eq!(config.proxy.max_output_chars, 500);
+    assert_eq!(config.servers.len(), 3);
+    let files = &config.servers[0];
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &files.transport
+    else {
+        panic!("files should be stdio");
+    };
+    assert_eq!(command, "npx");
+    assert_eq!(args, &["-y", "pkg", "/home/me/x", "$HOME", "costs $5"]);
+    assert_eq!(env.get("API_KEY").map(String::as_str), Some("s3cret"));
+    assert_eq!(cwd.as_deref(), Some(Path::new("/cfg/work")));
+    assert_eq!(files.call_timeout, Duration::from_millis(1000));
+    assert!(files.keeps("read_file"));
+    assert!(files.keeps("write_file"));
+    assert!(!files.keeps("read_secret_key"));
+    assert!(!files.keeps("delete_file"));
+    let Transport::Http { url, headers } = &config.servers[1].transport else {
+        panic!("remote should be http");
+    };
+    assert_eq!(url, "https://example.com/mcp");
+    assert_eq!(
+        headers.get("Authorization").map(String::as_str),
+        Some("Bearer s3cret")
+    );
+    assert_eq!(config.servers[1].call_timeout, Duration::from_millis(5));
+    assert!(!config.servers[2].enabled);
+    assert_eq!(config.enabled_servers().count(), 2);
+    Ok(())
+}
+
+#[test]
+fn proxy_section_after_servers_still_sets_their_defaults() -> Result<(), ConfigError> {
+    let config = parse("[servers.a]\ncommand = \"x\"\n[proxy]\ncall_timeout_ms = 7")?;
+    assert_eq!(config.servers[0].call_timeout, Duration::from_millis(7));
+    Ok(())
+}
+
+#[test]
+fn the_repository_default_config_is_valid() -> Result<(), ConfigError> {
+    let config = parse(DEFAULT_CONFIG)?;
+    assert!(
+        config
+            .servers
+            .iter()
+            .all(|s| matches!(s.transport, Transport::Builtin { .. }))
+    );
+    assert!(config.servers.len() >= 4);
+    Ok(())
+}
+
+#[test]
+fn expand_vars_cases() {
+    let cases: &[(&str, Result<&str, &str>)] = &[
+        ("plain", Ok("plain")),
+        ("${TOKEN}", Ok("s3cret")),
+        ("a${TOKEN}b${TOKEN}", Ok("as3cretbs3cret")),
+        ("$5 and $HOME", Ok("$5 and $HOME")),
+        ("$${TOKEN}", Ok("${TOKEN}")),
+        ("end$", Ok("end$")),
+        (
+            "${NOPE}",
+            Err("environment variable 'NOPE' is not set (write $$ for a literal $)"),
+        ),
+        ("${a b}", Err("'${a b}' is not a valid variable name")),
+    ];
+    for (raw, want) in cases {
+        let got = expand_vars(raw, &env);
+        assert_eq!(got.as_deref().map_err(String::as_str), *want, "for {raw:?}");
+    }
+}
+
+#[test]
+fn edit_distance_cases() {
+    for (a, b, d) in [
+        ("", "", 0),
+        ("abc", "abc", 0),
+        ("comand", "command", 1),
+        ("kitten", "sitting", 3),
+    ] {
+        assert_eq!(edit_distance(a, b), d, "{a} vs {b}");
+    }
+}

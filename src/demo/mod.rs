@@ -1,0 +1,221 @@
+//! Built-in demo servers: real MCP servers, run in-process (`builtin = "metrics"`) or over
+//! stdio (`planmux demo metrics`), so planmux works on a fresh machine with nothing else
+//! installed, and so tests have downstreams whose behaviour they control.
+
+mod chaos;
+mod files;
+mod metrics;
+mod weather;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+/// Which demo server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DemoKind {
+    /// list_metrics, query_metric, check_threshold: the CPU scenario of seed 001.
+    Metrics,
+    /// get_weather, get-forecast, compare_data.
+    Weather,
+    /// write_file, read_file, list_files inside a sandbox folder.
+    Files,
+    /// sleep, fail, echo, bytes, count, pid, toggle_extra: behaviour on demand, for tests.
+    Chaos,
+}
+
+impl DemoKind {
+    /// Every demo, in the order the default config lists them.
+    pub const ALL: [DemoKind; 4] = [Self::Metrics, Self::Weather, Self::Files, Self::Chaos];
+
+    /// The name used in `builtin = "…"` and `planmux demo …`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Metrics => "metrics",
+            Self::Weather => "weather",
+            Self::Files => "files",
+            Self::Chaos => "chaos",
+        }
+    }
+}
+
+impl FromStr for DemoKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "unknown built-in server '{s}' (one of: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// One demo server instance. State (call counts, the extra tool) is per instance, so a
+/// restarted server starts fresh, as a real one would.
+pub struct DemoServer {
+    kind: DemoKind,
+    /// The `files` sandbox.
+    root: PathBuf,
+    calls: AtomicU64,
+    /// Whether chaos currently lists its `extra` tool (flipped by `toggle_extra`).
+    extra: AtomicBool,
+}
+
+impl DemoServer {
+    /// A demo server; `root` is the sandbox of `files` (a temp folder when `None`).
+    pub fn new(kind: DemoKind, root: Option<PathBuf>) -> Arc<Self> {
+        let root = root.unwrap_or_else(|| std::env::temp_dir().join("planmux-files"));
+        Arc::new(Self {
+            kind,
+            root,
+            calls: AtomicU64::new(0),
+            extra: AtomicBool::new(false),
+        })
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        match self.kind {
+            DemoKind::Metrics => metrics::tools(),
+            DemoKind::Weather => weather::tools(),
+            DemoKind::Files => files::tools(),
+            DemoKind::Chaos => chaos::tools(self.extra.load(Ordering::SeqCst)),
+        }
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        args: JsonObject,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let count = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.kind {
+            DemoKind::Metrics => metrics::call(name, &args),
+            DemoKind::Weather => weather::call(name, &args),
+            DemoKind::Files => files::call(&self.root, name, &args),
+            DemoKind::Chaos => chaos::call(name, &args, ctx, count, &self.extra).await,
+        }
+    }
+}
+
+impl ServerHandler for DemoServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            format!("planmux-demo-{}", self.kind.name()),
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if !self.tools().iter().any(|t| t.name == request.name) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{}'", request.name),
+                None,
+            ));
+        }
+        let args = request.arguments.unwrap_or_default();
+        self.call(&request.name, args, &context)
+            .await
+            .map(Into::into)
+    }
+}
+
+/// Serves one demo over this process's stdin/stdout until the client disconnects.
+pub async fn serve_stdio(kind: DemoKind, root: Option<PathBuf>) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let server = DemoServer::new(kind, root)
+        .serve(rmcp::transport::io::stdio_pipes())
+        .await?;
+    server.waiting().await?;
+    Ok(())
+}
+
+// ---- helpers shared by the demos ----
+
+/// A tool from a name, a description and a JSON Schema literal.
+fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
+    Tool::new(name, description, Arc::new(as_object(schema)))
+}
+
+fn as_object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// A tool-level failure the model can read.
+fn failure(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+/// A string argument, or a failure naming it.
+fn str_arg<'a>(args: &'a JsonObject, key: &str) -> Result<&'a str, CallToolResult> {
+    match args.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(failure(format!("'{key}' must be a string, got {other}"))),
+        None => Err(failure(format!("missing required argument '{key}'"))),
+    }
+}
+
+/// A number argument; numeric strings ("80") are accepted, as models often send them.
+fn num_arg(args: &JsonObject, key: &str) -> Result<Option<f64>, CallToolResult> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(Value::String(s)) => s
+            .trim()
+            .trim_end_matches('%')
+            .parse()
+            .map(Some)
+            .map_err(|_| failure(format!("'{key}' must be a number, got \"{s}\""))),
+        Some(other) => Err(failure(format!("'{key}' must be a number, got {other}"))),
+    }
+}
+
+/// Unwraps a `Result<CallToolResult, CallToolResult>` built with `?` on the helpers above.
+fn done(result: Result<CallToolResult, CallToolResult>) -> Result<CallToolResult, ErrorData> {
+    Ok(result.unwrap_or_else(|failure| failure))
+}
+
+/// `Tool::with_raw_output_schema` from a JSON literal.
+trait OutputSchemaExt {
+    fn with_output_schema_value(self, schema: Value) -> Self;
+}
+
+impl OutputSchemaExt for Tool {
+    fn with_output_schema_value(self, schema: Value) -> Self {
+        self.with_raw_output_schema(std::sync::Arc::new(as_object(schema)))
+    }
+}

@@ -1,0 +1,260 @@
+//! The downstream servers: starting them together, the merged catalog, routing a call to
+//! the right one, refreshing on list changes and reconnects, and shutting them all down.
+
+mod relay;
+mod server;
+mod transport;
+
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use relay::{HostLink, ProgressSink};
+pub use server::{Server, State};
+
+use crate::catalog::{Catalog, ServerTools};
+use crate::config::Config;
+use relay::Event;
+
+/// Why a call to a downstream did not produce a tool result.
+#[derive(Debug, thiserror::Error)]
+pub enum DownstreamError {
+    /// No exported tool has this name.
+    #[error("unknown tool '{name}'{}", hint(.closest))]
+    UnknownTool { name: String, closest: Vec<String> },
+    /// The server could not be started just now.
+    #[error("server '{server}' failed to start: {reason}")]
+    StartFailed { server: String, reason: String },
+    /// The server is down and backing off before the next restart.
+    #[error("server '{server}' is unavailable: {reason} (next restart attempt in {} ms)", .retry_in.as_millis())]
+    Down {
+        server: String,
+        reason: String,
+        retry_in: Duration,
+    },
+    /// The connection broke while the call was in flight.
+    #[error("server '{server}' went away during the call: {detail}")]
+    Exited { server: String, detail: String },
+    /// The call took longer than the server's `call_timeout_ms`.
+    #[error("server '{server}' did not answer {tool} within {} ms", .after.as_millis())]
+    Timeout {
+        server: String,
+        tool: String,
+        after: Duration,
+    },
+    /// The caller cancelled the call.
+    #[error("call to {tool} on server '{server}' was cancelled")]
+    Cancelled { server: String, tool: String },
+    /// The server answered with a JSON-RPC error; it is passed on as it is.
+    #[error("server '{server}' answered with an error: {}", .error.message)]
+    Rpc { server: String, error: ErrorData },
+    /// The server answered with something that is not valid here.
+    #[error("server '{server}' broke the protocol: {message}")]
+    Protocol { server: String, message: String },
+    /// planmux is shutting down.
+    #[error("server '{server}' is shut down")]
+    Closed { server: String },
+}
+
+fn hint(closest: &[String]) -> String {
+    if closest.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (did you mean {}?)",
+            closest
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// A status line for `planmux check`.
+#[derive(Debug, Clone)]
+pub struct ServerStatus {
+    pub name: String,
+    pub ready: bool,
+    pub tools: usize,
+    pub startup: Option<Duration>,
+    pub error: Option<String>,
+}
+
+/// Every enabled downstream server and the merged catalog.
+pub struct Downstreams {
+    servers: Vec<Arc<Server>>,
+    catalog: RwLock<Arc<Catalog>>,
+    separator: String,
+    host: Arc<HostLink>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl Downstreams {
+    /// Starts every enabled server concurrently and builds the catalog. A server that fails
+    /// to start is logged and left out of the catalog; it does not hold up the others.
+    pub async fn start(config: &Config, host: Arc<HostLink>) -> Arc<Downstreams> {
+        let tracker = TaskTracker::new();
+        let (events, mut inbox) = mpsc::unbounded_channel();
+        let servers: Vec<Arc<Server>> = config
+            .enabled_servers()
+            .map(|c| {
+                Arc::new(Server::new(
+                    c.clone(),
+                    host.clone(),
+                    events.clone(),
+                    tracker.clone(),
+                ))
+            })
+            .collect();
+        let this = Arc::new(Downstreams {
+            servers,
+            catalog: RwLock::default(),
+            separator: config.proxy.separator.clone(),
+            host,
+            tracker: tracker.clone(),
+            shutdown: CancellationToken::new(),
+        });
+        futures::future::join_all(this.servers.iter().map(|s| async move {
+            let _ = s.live().await;
+        }))
+        .await;
+        this.rebuild_catalog();
+        let weak = Arc::downgrade(&this);
+        let shutdown = this.shutdown.clone();
+        tracker.spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    event = inbox.recv() => event,
+                    () = shutdown.cancelled() => None,
+                };
+                let (Some(Event::ToolsChanged(server)), Some(this)) = (event, weak.upgrade())
+                else {
+                    break;
+                };
+                this.refresh(&server).await;
+            }
+        });
+        this
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The servers, in config order.
+    pub fn servers(&self) -> &[Arc<Server>] {
+        &self.servers
+    }
+
+    /// Status of every server, for `planmux check`.
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        self.servers
+            .iter()
+            .map(|s| {
+                let (ready, error) = match s.state() {
+                    State::Ready(_) => (true, None),
+                    State::Failed { error, .. } => (false, Some(error)),
+                    State::Starting => (false, Some("not started".into())),
+                    State::Closed => (false, Some("closed".into())),
+                };
+                ServerStatus {
+                    name: s.config.name.clone(),
+                    ready,
+                    tools: s.tools().len(),
+                    startup: s.startup_time(),
+                    error,
+                }
+            })
+            .collect()
+    }
+
+    /// Routes a `tools/call` by exported name to its server and returns the answer as the
+    /// server gave it. `progress` is where the host wants progress notifications.
+    pub async fn call_tool(
+        &self,
+        mut params: CallToolRequestParams,
+        progress: Option<ProgressSink>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResponse, DownstreamError> {
+        let catalog = self.catalog();
+        let Some(entry) = catalog.get(&params.name) else {
+            return Err(DownstreamError::UnknownTool {
+                closest: catalog
+                    .closest(&params.name, 3)
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+                name: params.name.to_string(),
+            });
+        };
+        let Some(server) = self.servers.iter().find(|s| s.config.name == entry.server) else {
+            return Err(DownstreamError::Closed {
+                server: entry.server.clone(),
+            });
+        };
+        params.name = entry.tool.clone().into();
+        let cancel = cancel.child_token();
+        let shutdown = self.shutdown.clone();
+        tokio::select! {
+            result = server.call(params, progress, &cancel) => result,
+            () = shutdown.cancelled() => {
+                cancel.cancel();
+                Err(DownstreamError::Closed { server: entry.server.clone() })
+            }
+        }
+    }
+
+    /// Re-lists one server's tools (after `list_changed` or a reconnect) and, when the
+    /// catalog changed, tells the host.
+    async fn refresh(&self, server_name: &str) {
+        let Some(server) = self.servers.iter().find(|s| s.config.name == server_name) else {
+            return;
+        };
+        if let Err(e) = server.relist().await {
+            tracing::warn!(server = %server_name, error = %e, "could not refresh tools");
+            return;
+        }
+        if self.rebuild_catalog() {
+            tracing::info!(server = %server_name, "tool list changed");
+            if let Some(peer) = self.host.get() {
+                let _ = peer.notify_tool_list_changed().await;
+            }
+        }
+    }
+
+    /// Rebuilds the catalog from every server's tools; true when it changed.
+    fn rebuild_catalog(&self) -> bool {
+        let lists: Vec<ServerTools> = self
+            .servers
+            .iter()
+            .map(|s| ServerTools {
+                server: s.config.name.clone(),
+                tools: s.tools(),
+            })
+            .collect();
+        let next = Catalog::build(&self.separator, &lists);
+        let mut current = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
+        let changed = current.definitions().ne(next.definitions());
+        *current = Arc::new(next);
+        changed
+    }
+
+    /// Closes every server concurrently and waits (bounded) until their processes are gone.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        futures::future::join_all(self.servers.iter().map(|s| s.close())).await;
+        self.tracker.close();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
+    }
+}

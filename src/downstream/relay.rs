@@ -1,0 +1,255 @@
+//! The client side of each downstream connection: relays what a downstream server sends
+//! (progress, log messages, list changes, and its requests for sampling, elicitation and
+//! roots) to the host that is connected upstream.
+
+// Sampling, roots and logging are deprecated by SEP-2577 but hosts and servers still use them.
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ErrorCode, Implementation, ListRootsRequest, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ServerRequest,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
+use tokio::sync::mpsc;
+
+/// The host connected upstream, once it has connected.
+#[derive(Default)]
+pub struct HostLink {
+    peer: RwLock<Option<Peer<RoleServer>>>,
+}
+
+impl HostLink {
+    /// Remembers the host's peer (called by the upstream server on each connection).
+    pub fn set(&self, peer: Peer<RoleServer>) {
+        *self.peer.write().unwrap_or_else(PoisonError::into_inner) = Some(peer);
+    }
+
+    /// The host's peer, if a host is connected.
+    pub fn get(&self) -> Option<Peer<RoleServer>> {
+        self.peer
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn capabilities(&self) -> Option<(Peer<RoleServer>, ClientCapabilities)> {
+        let peer = self.get()?;
+        let caps = peer.peer_info()?.capabilities.clone();
+        Some((peer, caps))
+    }
+}
+
+/// Where a downstream progress token's notifications go: the host's peer and the token
+/// the host gave (rmcp chooses its own token for each downstream request).
+#[derive(Clone)]
+pub struct ProgressSink {
+    pub peer: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+/// Downstream progress token → host sink, for calls in flight.
+#[derive(Default)]
+pub(crate) struct ProgressRoutes(Mutex<HashMap<ProgressToken, ProgressSink>>);
+
+impl ProgressRoutes {
+    /// Routes `token` to `sink` until the returned guard is dropped.
+    pub(crate) fn route(self: &Arc<Self>, token: ProgressToken, sink: ProgressSink) -> RouteGuard {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), sink);
+        RouteGuard {
+            routes: self.clone(),
+            token,
+        }
+    }
+
+    fn get(&self, token: &ProgressToken) -> Option<ProgressSink> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(token)
+            .cloned()
+    }
+}
+
+/// Removes a progress route when the call it belongs to ends.
+pub(crate) struct RouteGuard {
+    routes: Arc<ProgressRoutes>,
+    token: ProgressToken,
+}
+
+impl Drop for RouteGuard {
+    fn drop(&mut self) {
+        self.routes
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
+/// Something the downstream set must react to.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A server said its tool list changed, or reconnected: re-list its tools.
+    ToolsChanged(String),
+}
+
+/// The `ClientHandler` of one downstream connection.
+pub(crate) struct Relay {
+    pub(crate) server: String,
+    pub(crate) host: Arc<HostLink>,
+    pub(crate) routes: Arc<ProgressRoutes>,
+    pub(crate) events: mpsc::UnboundedSender<Event>,
+}
+
+fn unsupported(what: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("the host connected to planmux does not support {what}"),
+        None,
+    )
+}
+
+fn relay_error(what: &str, error: rmcp::service::ServiceError) -> ErrorData {
+    match error {
+        rmcp::service::ServiceError::McpError(e) => e,
+        other => {
+            ErrorData::internal_error(format!("relaying {what} to the host failed: {other}"), None)
+        }
+    }
+}
+
+impl ClientHandler for Relay {
+    fn get_info(&self) -> ClientConfig {
+        // Offered to every downstream; when the host lacks one, the relayed request gets a
+        // clear error instead (downstreams connect before any host does).
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("planmux", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let (peer, caps) = self
+            .host
+            .capabilities()
+            .ok_or_else(|| unsupported("sampling"))?;
+        if caps.sampling.is_none() {
+            return Err(unsupported("sampling"));
+        }
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match peer
+            .send_request(request)
+            .await
+            .map_err(|e| relay_error("sampling", e))?
+        {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            _ => Err(ErrorData::internal_error(
+                "the host answered sampling with something else",
+                None,
+            )),
+        }
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let (peer, caps) = self
+            .host
+            .capabilities()
+            .ok_or_else(|| unsupported("roots"))?;
+        if caps.roots.is_none() {
+            return Err(unsupported("roots"));
+        }
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        match peer
+            .send_request(request)
+            .await
+            .map_err(|e| relay_error("roots/list", e))?
+        {
+            ClientResult::ListRootsResult(result) => Ok(result),
+            _ => Err(ErrorData::internal_error(
+                "the host answered roots/list with something else",
+                None,
+            )),
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let (peer, caps) = self
+            .host
+            .capabilities()
+            .ok_or_else(|| unsupported("elicitation"))?;
+        if caps.elicitation.is_none() {
+            return Err(unsupported("elicitation"));
+        }
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match peer
+            .send_request(request)
+            .await
+            .map_err(|e| relay_error("elicitation", e))?
+        {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(ErrorData::internal_error(
+                "the host answered elicitation with something else",
+                None,
+            )),
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // Progress nobody asked for (no host token) is dropped.
+        if let Some(sink) = self.routes.get(&params.progress_token) {
+            let mut params = params;
+            params.progress_token = sink.token;
+            let _ = sink.peer.notify_progress(params).await;
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        tracing::debug!(server = %self.server, level = ?params.level, "downstream log message");
+        if let Some(peer) = self.host.get() {
+            let mut params = params;
+            let logger = params.logger.take();
+            params.logger = Some(match logger {
+                Some(name) => format!("{}/{name}", self.server),
+                None => self.server.clone(),
+            });
+            let _ = peer.notify_logging_message(params).await;
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Event::ToolsChanged(self.server.clone()));
+    }
+}

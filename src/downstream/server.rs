@@ -1,0 +1,352 @@
+//! One downstream server: its lifecycle (start, death, restart with backoff, close) and
+//! forwarding one call to it.
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
+    ClientRequest, ServerResult, Tool,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::{Peer, RoleClient};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::DownstreamError;
+use super::relay::{Event, HostLink, ProgressRoutes, ProgressSink, Relay};
+use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
+use crate::config::ServerConfig;
+
+/// First restart delay after a failed start; doubles per failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// A server that keeps failing is retried at most this often.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Where a downstream is in its life.
+#[derive(Clone)]
+pub enum State {
+    /// Not connected yet.
+    Starting,
+    /// Connected; calls go to `Live`.
+    Ready(Arc<Live>),
+    /// Not connected: it failed to start or died. The next call after `retry_at`
+    /// restarts it; calls before that fail at once with `error`.
+    Failed {
+        since: Instant,
+        error: String,
+        failures: u32,
+        retry_at: Instant,
+    },
+    /// Shut down for good.
+    Closed,
+}
+
+/// A live connection.
+pub struct Live {
+    peer: Peer<RoleClient>,
+    /// Cancelled when the connection ends, for whatever reason.
+    ended: CancellationToken,
+    /// Cancel to ask the connection to close.
+    stop: CancellationToken,
+    /// Resolves when the connection is fully closed (its processes gone).
+    closed: tokio::sync::watch::Receiver<bool>,
+}
+
+/// One configured downstream server.
+pub struct Server {
+    pub config: ServerConfig,
+    state: Mutex<State>,
+    /// Serialises (re)connects so concurrent callers start one process, not several.
+    connecting: tokio::sync::Mutex<()>,
+    /// Its tools after include/exclude, kept across restarts.
+    tools: RwLock<Vec<Tool>>,
+    /// How long the last successful start took.
+    startup: Mutex<Option<Duration>>,
+    routes: Arc<ProgressRoutes>,
+    host: Arc<HostLink>,
+    events: mpsc::UnboundedSender<Event>,
+    tracker: TaskTracker,
+}
+
+impl Server {
+    pub(crate) fn new(
+        config: ServerConfig,
+        host: Arc<HostLink>,
+        events: mpsc::UnboundedSender<Event>,
+        tracker: TaskTracker,
+    ) -> Self {
+        Self {
+            config,
+            state: Mutex::new(State::Starting),
+            connecting: tokio::sync::Mutex::new(()),
+            tools: RwLock::new(Vec::new()),
+            startup: Mutex::new(None),
+            routes: Arc::default(),
+            host,
+            events,
+            tracker,
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_state(&self, state: State) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+    }
+
+    /// Its tools (after filters), as last listed.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.tools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How long the last successful start took.
+    pub fn startup_time(&self) -> Option<Duration> {
+        *self.startup.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A live connection: the current one, or a new one when the server is not running and
+    /// its backoff has passed.
+    pub(crate) async fn live(self: &Arc<Self>) -> Result<Arc<Live>, DownstreamError> {
+        if let Some(live) = self.usable()? {
+            return Ok(live);
+        }
+        let _guard = self.connecting.lock().await;
+        if let Some(live) = self.usable()? {
+            return Ok(live);
+        }
+        self.connect().await
+    }
+
+    /// `Some` when connected, `None` when a connect should be tried, an error when the
+    /// server is closed or backing off.
+    fn usable(&self) -> Result<Option<Arc<Live>>, DownstreamError> {
+        match self.state() {
+            State::Ready(live) if !live.ended.is_cancelled() => Ok(Some(live)),
+            State::Closed => Err(DownstreamError::Closed {
+                server: self.config.name.clone(),
+            }),
+            State::Failed {
+                error, retry_at, ..
+            } if Instant::now() < retry_at => Err(DownstreamError::Down {
+                server: self.config.name.clone(),
+                reason: error,
+                retry_in: retry_at.saturating_duration_since(Instant::now()),
+            }),
+            _ => Ok(None),
+        }
+    }
+
+    /// Starts the server, lists its tools, and records the outcome in the state.
+    async fn connect(self: &Arc<Self>) -> Result<Arc<Live>, DownstreamError> {
+        let name = &self.config.name;
+        let previous = self.state();
+        let started = Instant::now();
+        let attempt = tokio::time::timeout(self.config.startup_timeout, self.open()).await;
+        let outcome = match attempt {
+            Ok(Ok(live)) => Ok(live),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(format!(
+                "did not start within {} ms",
+                self.config.startup_timeout.as_millis()
+            )),
+        };
+        match outcome {
+            Ok((live, tools)) => {
+                let elapsed = started.elapsed();
+                tracing::info!(server = %name, tools = tools.len(), ms = elapsed.as_millis() as u64, "connected");
+                *self.startup.lock().unwrap_or_else(PoisonError::into_inner) = Some(elapsed);
+                *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+                self.set_state(State::Ready(live.clone()));
+                if !matches!(previous, State::Starting) {
+                    let _ = self.events.send(Event::ToolsChanged(name.clone()));
+                }
+                Ok(live)
+            }
+            Err(error) => {
+                let failures = match previous {
+                    State::Failed { failures, .. } => failures + 1,
+                    _ => 1,
+                };
+                let backoff = FIRST_BACKOFF
+                    .saturating_mul(1 << (failures - 1).min(16))
+                    .min(MAX_BACKOFF);
+                tracing::warn!(server = %name, error = %error, retry_in_ms = backoff.as_millis() as u64, "failed to start");
+                self.set_state(State::Failed {
+                    since: Instant::now(),
+                    error: error.clone(),
+                    failures,
+                    retry_at: Instant::now() + backoff,
+                });
+                Err(DownstreamError::StartFailed {
+                    server: name.clone(),
+                    reason: error,
+                })
+            }
+        }
+    }
+
+    /// Opens a connection, lists its tools, and starts the task that watches it.
+    async fn open(self: &Arc<Self>) -> Result<(Arc<Live>, Vec<Tool>), String> {
+        let relay = Relay {
+            server: self.config.name.clone(),
+            host: self.host.clone(),
+            routes: self.routes.clone(),
+            events: self.events.clone(),
+        };
+        let connected = transport::connect(&self.config, relay, &self.tracker).await?;
+        let peer = connected.service.peer().clone();
+        let tools = match peer.list_all_tools().await {
+            Ok(tools) => tools,
+            Err(e) => {
+                let stop = CancellationToken::new();
+                stop.cancel();
+                transport::watch(connected, stop).await;
+                return Err(format!("tools/list failed: {e}"));
+            }
+        };
+        let tools = tools
+            .into_iter()
+            .filter(|t| self.config.keeps(&t.name))
+            .collect();
+        let ended = CancellationToken::new();
+        let stop = CancellationToken::new();
+        let (closed_tx, closed) = tokio::sync::watch::channel(false);
+        let live = Arc::new(Live {
+            peer,
+            ended: ended.clone(),
+            stop: stop.clone(),
+            closed,
+        });
+        let (server, watched) = (Arc::downgrade(self), Arc::downgrade(&live));
+        self.tracker.spawn(async move {
+            let died = transport::watch(connected, stop).await;
+            if let (Some(reason), Some(server), Some(live)) =
+                (died, server.upgrade(), watched.upgrade())
+            {
+                server.mark_dead(&live, reason);
+            }
+            ended.cancel();
+            let _ = closed_tx.send(true);
+        });
+        Ok((live, tools))
+    }
+
+    /// Lists the tools again on the live connection (after `list_changed` or a restart).
+    pub(crate) async fn relist(self: &Arc<Self>) -> Result<(), DownstreamError> {
+        let live = self.live().await?;
+        let tools = live
+            .peer
+            .list_all_tools()
+            .await
+            .map_err(|e| self.exited(e))?;
+        let tools = tools
+            .into_iter()
+            .filter(|t| self.config.keeps(&t.name))
+            .collect();
+        *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+        Ok(())
+    }
+
+    /// Records that the current connection died.
+    pub(crate) fn mark_dead(&self, live: &Arc<Live>, reason: String) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let State::Ready(current) = &*state
+            && Arc::ptr_eq(current, live)
+        {
+            tracing::warn!(server = %self.config.name, reason = %reason, "downstream exited; it restarts at the next call");
+            *state = State::Failed {
+                since: Instant::now(),
+                error: reason,
+                failures: 0,
+                retry_at: Instant::now(),
+            };
+        }
+    }
+
+    /// Forwards one `tools/call` (its name already the downstream's) and returns the
+    /// downstream's answer unchanged.
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        params: CallToolRequestParams,
+        progress: Option<ProgressSink>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResponse, DownstreamError> {
+        let server = &self.config.name;
+        let live = self.live().await?;
+        let tool = params.name.to_string();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = live
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.exited(e))?;
+        let _route = progress.map(|sink| self.routes.route(handle.progress_token.clone(), sink));
+        let id = handle.id.clone();
+        let timeout = self.config.call_timeout;
+        let notify_cancel = |reason: &str| {
+            let peer = live.peer.clone();
+            let param = CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_string()));
+            async move {
+                let _ = peer.notify_cancelled(param).await;
+            }
+        };
+        tokio::select! {
+            response = handle.await_response() => match response {
+                Ok(ServerResult::CallToolResult(result)) => Ok(CallToolResponse::Complete(result)),
+                Ok(ServerResult::InputRequiredResult(result)) => Ok(CallToolResponse::InputRequired(result)),
+                Ok(_) => Err(DownstreamError::Protocol {
+                    server: server.clone(),
+                    message: "answered tools/call with something that is not a tool result".into(),
+                }),
+                Err(ServiceError::McpError(error)) => Err(DownstreamError::Rpc { server: server.clone(), error }),
+                Err(e) => Err(self.exited(e)),
+            },
+            () = cancel.cancelled() => {
+                notify_cancel("cancelled by the client").await;
+                Err(DownstreamError::Cancelled { server: server.clone(), tool })
+            }
+            () = tokio::time::sleep(timeout) => {
+                notify_cancel("timed out in planmux").await;
+                Err(DownstreamError::Timeout { server: server.clone(), tool, after: timeout })
+            }
+            () = live.ended.cancelled() => Err(self.exited(ServiceError::TransportClosed)),
+        }
+    }
+
+    /// The error for a call whose connection broke, naming the server and, when known, why.
+    fn exited(&self, error: ServiceError) -> DownstreamError {
+        let detail = match self.state() {
+            State::Failed { error, .. } => error,
+            _ => error.to_string(),
+        };
+        DownstreamError::Exited {
+            server: self.config.name.clone(),
+            detail,
+        }
+    }
+
+    /// Closes the connection (if any) for good and waits until its processes are gone.
+    pub(crate) async fn close(&self) {
+        let previous = std::mem::replace(
+            &mut *self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            State::Closed,
+        );
+        if let State::Ready(live) = previous {
+            live.stop.cancel();
+            let mut closed = live.closed.clone();
+            let limit = CLOSE_GRACE + TERM_GRACE + Duration::from_secs(1);
+            let _ = tokio::time::timeout(limit, closed.wait_for(|done| *done)).await;
+        }
+    }
+}

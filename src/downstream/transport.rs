@@ -1,0 +1,242 @@
+//! Opening a connection to one downstream server: a child process in its own process
+//! group, a streamable-HTTP endpoint, or a built-in demo over an in-memory pipe. This is
+//! the only place planmux spawns processes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+use tokio_util::task::TaskTracker;
+
+use super::relay::Relay;
+use crate::config::{ServerConfig, Transport};
+use crate::demo::DemoServer;
+
+/// How many of a child's last stderr lines are kept to explain why it failed.
+const STDERR_TAIL_LINES: usize = 8;
+/// After closing a child's stdin, how long it may take to exit by itself.
+pub const CLOSE_GRACE: Duration = Duration::from_millis(500);
+/// After SIGTERM, how long before SIGKILL.
+pub const TERM_GRACE: Duration = Duration::from_millis(500);
+
+/// A live client connection to one downstream.
+pub(crate) struct Connected {
+    pub(crate) service: RunningService<RoleClient, Relay>,
+    /// The child's process group, for stdio servers.
+    pub(crate) group: Option<ProcessGroupGuard>,
+    /// The last lines the child wrote to stderr.
+    pub(crate) stderr: StderrTail,
+}
+
+/// The last few lines of a child's stderr, shared with the task that reads it.
+#[derive(Clone, Default)]
+pub(crate) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.len() == STDERR_TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// " (stderr: …)" with the last lines, or nothing when there were none.
+    pub(crate) fn describe(&self) -> String {
+        let lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.is_empty() {
+            String::new()
+        } else {
+            let joined: Vec<&str> = lines.iter().map(String::as_str).collect();
+            format!(" (stderr: {})", joined.join(" | "))
+        }
+    }
+}
+
+/// A child's process group. Dropping it kills the whole group, so no path (an error, a
+/// timeout, a panic unwinding) leaves `npx → node` grandchildren behind.
+pub(crate) struct ProcessGroupGuard {
+    pgid: Pid,
+}
+
+impl ProcessGroupGuard {
+    fn signal(&self, signal: Signal) {
+        let _ = killpg(self.pgid, signal);
+    }
+
+    /// Whether any process of the group is still there.
+    fn alive(&self) -> bool {
+        killpg(self.pgid, None).is_ok()
+    }
+
+    /// SIGTERM the group, wait up to `grace` for it to go, then SIGKILL what is left.
+    pub(crate) async fn terminate(&self, grace: Duration) {
+        if !self.alive() {
+            return;
+        }
+        self.signal(Signal::SIGTERM);
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.alive() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if self.alive() {
+            self.signal(Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for ProcessGroupGuard {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
+    }
+}
+
+/// Opens the connection and completes the MCP handshake.
+pub(crate) async fn connect(
+    config: &ServerConfig,
+    relay: Relay,
+    tracker: &TaskTracker,
+) -> Result<Connected, String> {
+    match &config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env);
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let mut wrap = CommandWrap::from(cmd);
+            wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+            let (child, stderr) = TokioChildProcess::builder(wrap)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start '{command}': {e}"))?;
+            let group =
+                child
+                    .id()
+                    .and_then(|id| i32::try_from(id).ok())
+                    .map(|id| ProcessGroupGuard {
+                        pgid: Pid::from_raw(id),
+                    });
+            let tail = StderrTail::default();
+            if let Some(stderr) = stderr {
+                let tail = tail.clone();
+                let server = config.name.clone();
+                tracker.spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(server = %server, "stderr: {line}");
+                        tail.push(line);
+                    }
+                });
+            }
+            match relay.serve(child).await {
+                Ok(service) => Ok(Connected {
+                    service,
+                    group,
+                    stderr: tail,
+                }),
+                Err(e) => {
+                    // Give the stderr reader a moment: the reason is usually there.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Err(format!("handshake failed: {e}{}", tail.describe()))
+                }
+            }
+        }
+        Transport::Http { url, headers } => {
+            let mut map = HashMap::new();
+            for (name, value) in headers {
+                let name = http::HeaderName::try_from(name.as_str())
+                    .map_err(|e| format!("bad header name '{name}': {e}"))?;
+                let value = http::HeaderValue::try_from(value.as_str())
+                    .map_err(|e| format!("bad value for header '{name}': {e}"))?;
+                map.insert(name, value);
+            }
+            let transport_config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+            let transport =
+                rmcp::transport::StreamableHttpClientTransport::from_config(transport_config);
+            let service = relay
+                .serve(transport)
+                .await
+                .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+            Ok(Connected {
+                service,
+                group: None,
+                stderr: StderrTail::default(),
+            })
+        }
+        Transport::Builtin { kind, root } => {
+            let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+            let server = DemoServer::new(*kind, root.clone());
+            tracker.spawn(async move {
+                if let Ok(running) = server.serve(server_io).await {
+                    let _ = running.waiting().await;
+                }
+            });
+            let service = relay
+                .serve(client_io)
+                .await
+                .map_err(|e| format!("handshake failed: {e}"))?;
+            Ok(Connected {
+                service,
+                group: None,
+                stderr: StderrTail::default(),
+            })
+        }
+    }
+}
+
+/// Runs until the connection ends. Returns why when it ended by itself (the server
+/// exited or hung up); `None` when `stop` asked it to close. Either way, when this returns
+/// the connection is closed and, for a child process, its whole process group is gone.
+pub(crate) async fn watch(
+    connected: Connected,
+    stop: tokio_util::sync::CancellationToken,
+) -> Option<String> {
+    let Connected {
+        service,
+        group,
+        stderr,
+    } = connected;
+    let cancel = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    let died = tokio::select! {
+        _ = &mut waiting => true,
+        () = stop.cancelled() => false,
+    };
+    let mut finished = died;
+    if !died {
+        // Closing the service closes the child's stdin: a well-behaved server exits.
+        cancel.cancel();
+        finished = tokio::time::timeout(CLOSE_GRACE, &mut waiting)
+            .await
+            .is_ok();
+    }
+    if let Some(group) = &group {
+        // Grandchildren (npx → node) may outlive the leader: finish the whole group.
+        group.terminate(TERM_GRACE).await;
+    }
+    if !died {
+        if !finished {
+            let _ = tokio::time::timeout(TERM_GRACE, &mut waiting).await;
+        }
+        return None;
+    }
+    // Let the stderr reader catch the last lines: they usually say why.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    Some(format!("the server exited{}", stderr.describe()))
+}

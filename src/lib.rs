@@ -1,0 +1,11 @@
+//! planmux: an MCP proxy that fronts the MCP servers of `servers.toml`, re-exports their
+//! tools as `<server>__<tool>`, and runs whole multi-step tool plans across them.
+//!
+//! See `ARCHITECTURE.md` for the code map and the invariants.
+
+pub mod catalog;
+pub mod config;
+pub mod demo;
+pub mod downstream;
+pub mod telemetry;
+pub mod upstream;

@@ -1,0 +1,379 @@
+//! Plan issues: every problem validation finds, with where it is and how to fix it,
+//! and the text a model reads in the `isError: true` result.
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// One problem with a plan, located so that a model can fix it in one retry.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{location}: {kind}")]
+pub struct PlanIssue {
+    /// Where the problem is, in canonical field names: `steps[2].args.message`.
+    pub location: String,
+    /// What the problem is.
+    pub kind: IssueKind,
+}
+
+impl PlanIssue {
+    /// Builds an issue at `location`.
+    pub fn new(location: impl Into<String>, kind: IssueKind) -> Self {
+        Self {
+            location: location.into(),
+            kind,
+        }
+    }
+
+    /// The problem, without its location.
+    pub fn message(&self) -> String {
+        self.kind.to_string()
+    }
+
+    /// A concrete next step for the model, when there is one.
+    pub fn hint(&self) -> Option<String> {
+        self.kind.hint()
+    }
+}
+
+/// Every kind of plan problem. The `Display` text is the message; [`IssueKind::hint`]
+/// says what to do about it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum IssueKind {
+    /// A plan or `args` given as a JSON string that does not parse.
+    #[error("malformed JSON at line {line}, column {column}: {message}")]
+    MalformedJson {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// serde_json's description.
+        message: String,
+    },
+    /// A field holds the wrong kind of JSON value.
+    #[error("expected {expected}, found {found}")]
+    WrongShape {
+        /// What was expected, e.g. "an array of steps".
+        expected: String,
+        /// A short description of what was there.
+        found: String,
+    },
+    /// A field the plan language does not know.
+    #[error("unknown field \"{field}\"")]
+    UnknownField {
+        /// The field as written.
+        field: String,
+        /// The nearest known field.
+        closest: Option<String>,
+    },
+    /// A field value outside its closed set (strategy, on_error).
+    #[error("\"{value}\" is not one of: {}", .allowed.join(", "))]
+    NotOneOf {
+        /// The value as written.
+        value: String,
+        /// The accepted values.
+        allowed: Vec<String>,
+    },
+    /// A plan with no steps.
+    #[error("the plan has no steps")]
+    NoSteps,
+    /// More steps than `max_plan_steps`.
+    #[error("the plan has {count} steps; at most {max} are allowed")]
+    TooManySteps {
+        /// Steps in the plan.
+        count: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// A step without a tool name.
+    #[error("the step names no tool")]
+    MissingTool,
+    /// A tool name (or server + tool) that is not in the catalog.
+    #[error("unknown tool \"{name}\"{}", closest_suffix(.closest))]
+    UnknownTool {
+        /// The name as written (with its server, when one was given).
+        name: String,
+        /// Up to three catalog names that look alike.
+        closest: Vec<String>,
+    },
+    /// A bare tool name that several servers offer.
+    #[error("tool name \"{name}\" is ambiguous: {}", .candidates.join(", "))]
+    AmbiguousTool {
+        /// The bare name.
+        name: String,
+        /// The exported names that carry it.
+        candidates: Vec<String>,
+    },
+    /// A plan step that calls `execute_plan` itself.
+    #[error("a plan cannot call \"{name}\"")]
+    RecursivePlan {
+        /// The tool as written.
+        name: String,
+    },
+    /// An id that references cannot name.
+    #[error("step id \"{id}\" is not usable: {reason}")]
+    InvalidId {
+        /// The id as written.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// Two steps with the same id.
+    #[error("duplicate step id \"{id}\" (first used by steps[{first}])")]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// Position of the first step with it.
+        first: usize,
+    },
+    /// A reference whose syntax is wrong.
+    #[error("bad reference `{text}`: {message}")]
+    BadReference {
+        /// The text as written.
+        text: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A reference, `depends_on` or `outputs` entry naming no step.
+    #[error("`{text}` names no step \"{name}\"{}", closest_suffix(.closest))]
+    UnknownStep {
+        /// The reference or entry as written.
+        text: String,
+        /// The word that should have been a step id.
+        name: String,
+        /// The nearest step id.
+        closest: Vec<String>,
+    },
+    /// `steps[N]` past the end of the plan.
+    #[error("`{text}` points past the last step (the plan has {count}; positions start at 0)")]
+    StepIndexOutOfRange {
+        /// The reference as written.
+        text: String,
+        /// Steps in the plan.
+        count: usize,
+    },
+    /// A step that reads its own output.
+    #[error("step \"{id}\" references itself")]
+    SelfReference {
+        /// The step.
+        id: String,
+    },
+    /// A dependency cycle.
+    #[error("dependency cycle: {}", .path.join(" → "))]
+    Cycle {
+        /// The ids around the cycle, first repeated at the end.
+        path: Vec<String>,
+    },
+    /// Under an ordered strategy, a reference to a later step.
+    #[error("step \"{step}\" reads \"{target}\", which runs later under strategy {strategy}")]
+    ForwardReference {
+        /// The reading step.
+        step: String,
+        /// The later step.
+        target: String,
+        /// The strategy in force.
+        strategy: String,
+    },
+    /// `†state.x` with no earlier step writing slot `x`.
+    #[error("no earlier step writes state slot \"{slot}\"{}", closest_suffix(.closest))]
+    UnknownStateSlot {
+        /// The slot.
+        slot: String,
+        /// Slots that earlier steps do write.
+        closest: Vec<String>,
+    },
+    /// Under `competitive`, a step that waits for another.
+    #[error(
+        "under strategy competitive every step starts at once, but \"{step}\" waits for \"{target}\""
+    )]
+    CompetitiveDependency {
+        /// The waiting step.
+        step: String,
+        /// What it waits for.
+        target: String,
+    },
+    /// Under `chained`, a tool without the argument that receives the previous output.
+    #[error("tool \"{tool}\" has no argument \"{argument}\" to receive the previous step's output")]
+    PipeTargetMissing {
+        /// The exported tool name.
+        tool: String,
+        /// The `pipe_to` argument (default `input`).
+        argument: String,
+        /// The arguments the tool does take.
+        available: Vec<String>,
+    },
+    /// A required argument that is absent.
+    #[error("missing required argument \"{name}\"")]
+    MissingArgument {
+        /// The property name.
+        name: String,
+    },
+    /// An argument of the wrong JSON type.
+    #[error("expected {expected}, found {found}")]
+    WrongType {
+        /// The schema's type(s).
+        expected: String,
+        /// The value's type and a preview.
+        found: String,
+    },
+    /// An argument the schema forbids.
+    #[error("unknown argument \"{name}\"{}", closest_suffix(.closest))]
+    UnknownArgument {
+        /// The property name.
+        name: String,
+        /// The nearest allowed name.
+        closest: Vec<String>,
+        /// Every allowed name.
+        allowed: Vec<String>,
+    },
+    /// A value outside the schema's `enum`/`const`.
+    #[error("{found} is not one of: {}", .allowed.join(", "))]
+    NotAllowed {
+        /// The value, compact JSON.
+        found: String,
+        /// The allowed values, compact JSON.
+        allowed: Vec<String>,
+    },
+    /// A value matching none of the schema's alternatives (`anyOf`/`oneOf`).
+    #[error("{found} matches none of the forms the tool accepts")]
+    NoAlternative {
+        /// The value, compact JSON.
+        found: String,
+    },
+    /// `retries` on a tool that is neither read-only nor idempotent (a warning: the step
+    /// still runs, once).
+    #[error("retries ignored: tool \"{tool}\" is not annotated read-only or idempotent")]
+    RetriesIgnored {
+        /// The exported tool name.
+        tool: String,
+    },
+}
+
+fn closest_suffix(closest: &[String]) -> String {
+    match closest {
+        [] => String::new(),
+        names => format!("; did you mean {}?", quoted_list(names)),
+    }
+}
+
+fn quoted_list(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    quoted.join(" or ")
+}
+
+impl IssueKind {
+    /// What the model should do about it.
+    pub fn hint(&self) -> Option<String> {
+        let text = match self {
+            IssueKind::MalformedJson { .. } => {
+                "send valid JSON; inside a JSON string, quotes must be escaped as \\\"".into()
+            }
+            IssueKind::WrongShape { .. } => return None,
+            IssueKind::UnknownField { closest: Some(near), .. } => format!("write \"{near}\""),
+            IssueKind::UnknownField { closest: None, .. } => {
+                "plan fields: goal, strategy, steps, outputs, on_error, inputs; step fields: id, tool, args, depends_on, timeout_ms, retries, retry_unsafe, pipe_to".into()
+            }
+            IssueKind::NotOneOf { .. } => return None,
+            IssueKind::NoSteps => "add at least one step: {\"tool\": \"...\", \"args\": {...}}".into(),
+            IssueKind::TooManySteps { .. } => "split the work into several plans".into(),
+            IssueKind::MissingTool => "set \"tool\" to an exported name from tools/list".into(),
+            IssueKind::UnknownTool { .. } => {
+                "use a tool name exactly as tools/list shows it (<server>__<tool>)".into()
+            }
+            IssueKind::AmbiguousTool { .. } => {
+                "use the exported name, or add \"server\" beside the bare tool name".into()
+            }
+            IssueKind::RecursivePlan { .. } => "put the inner plan's steps into this plan".into(),
+            IssueKind::InvalidId { .. } => {
+                "use letters, digits, _ and - only, and not the words input, inputs or steps".into()
+            }
+            IssueKind::DuplicateId { .. } => "give every step its own id".into(),
+            IssueKind::BadReference { .. } => {
+                "write $ref:STEP.PATH, ${STEP.PATH} or {\"$ref\": \"STEP.PATH\"}, with PATH like a.b[0][\"x.y\"]; write $${ for a literal ${".into()
+            }
+            IssueKind::UnknownStep { .. } => {
+                "reference a step by its id, by steps[N] (0-based), or read input.NAME; write $${ for a literal ${".into()
+            }
+            IssueKind::StepIndexOutOfRange { .. } => "count steps from 0".into(),
+            IssueKind::SelfReference { .. } => "split the step in two, or remove the reference".into(),
+            IssueKind::Cycle { .. } => "remove one reference or depends_on entry in the cycle".into(),
+            IssueKind::ForwardReference { .. } => {
+                "move the referenced step earlier, or use strategy auto".into()
+            }
+            IssueKind::UnknownStateSlot { .. } => {
+                "read a slot only after a call whose _outputPath writes it".into()
+            }
+            IssueKind::CompetitiveDependency { .. } => {
+                "use strategy auto when steps depend on each other".into()
+            }
+            IssueKind::PipeTargetMissing { available, .. } => format!(
+                "set \"pipe_to\" on this step to one of: {}",
+                available.join(", ")
+            ),
+            IssueKind::MissingArgument { .. } => "add it to the step's args".into(),
+            IssueKind::WrongType { expected, .. } => format!("give a value of type {expected}"),
+            IssueKind::UnknownArgument { allowed, .. } if !allowed.is_empty() => {
+                format!("the tool takes: {}", allowed.join(", "))
+            }
+            IssueKind::UnknownArgument { .. } => "remove it".into(),
+            IssueKind::NotAllowed { .. } => return None,
+            IssueKind::NoAlternative { .. } => "check the tool's inputSchema".into(),
+            IssueKind::RetriesIgnored { .. } => {
+                "set \"retry_unsafe\": true if repeating the call is harmless".into()
+            }
+        };
+        Some(text)
+    }
+}
+
+/// A short description of a JSON value's type for messages (`a string "abc"`).
+pub fn describe_value(value: &Value) -> String {
+    let preview = |text: String| -> String {
+        if text.chars().count() > 40 {
+            format!("{}…", text.chars().take(40).collect::<String>())
+        } else {
+            text
+        }
+    };
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("a boolean ({b})"),
+        Value::Number(n) => format!("a number ({n})"),
+        Value::String(s) => format!(
+            "a string ({})",
+            preview(Value::String(s.clone()).to_string())
+        ),
+        Value::Array(items) => format!("an array of {} items", items.len()),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// The text of the `isError: true` tool result for an invalid plan: every issue,
+/// numbered, each with its location and hint.
+pub fn render_issues(issues: &[PlanIssue]) -> String {
+    let mut out = match issues.len() {
+        0 => return "The plan has no problems.".into(),
+        1 => "The plan was not run: 1 problem. Fix it and call execute_plan again.\n".to_owned(),
+        n => format!(
+            "The plan was not run: {n} problems. Fix them all and call execute_plan again.\n"
+        ),
+    };
+    for (i, issue) in issues.iter().enumerate() {
+        out.push_str(&format!("{}. {}: {}\n", i + 1, issue.location, issue.kind));
+        if let Some(hint) = issue.hint() {
+            out.push_str(&format!("   hint: {hint}\n"));
+        }
+    }
+    out
+}
+
+/// Issues rendered one per line without hints, for logs and warnings.
+pub struct IssueList<'a>(pub &'a [PlanIssue]);
+
+impl fmt::Display for IssueList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for issue in self.0 {
+            writeln!(f, "{issue}")?;
+        }
+        Ok(())
+    }
+}

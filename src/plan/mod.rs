@@ -1,0 +1,75 @@
+//! The plan language: parse every dialect into one model, resolve references, and
+//! validate against the catalog before anything runs. Pure: no I/O.
+//!
+//! `parse` (dialects) → [`Plan`] → `validate` → [`ValidatedPlan`] → the executor, which
+//! calls [`ValidatedPlan::resolve_args`] as steps finish. docs/plan-language.md is the
+//! specification.
+
+mod describe;
+mod dialects;
+mod issue;
+mod model;
+mod output;
+mod refs;
+mod schedule;
+mod schema;
+mod template;
+mod tools;
+mod validate;
+mod validated;
+
+#[cfg(test)]
+mod tests;
+
+pub use describe::{EXECUTE_PLAN_DESCRIPTION, execute_plan_input_schema};
+pub use dialects::parse;
+pub use issue::{IssueKind, IssueList, PlanIssue, describe_value, render_issues};
+pub use model::{OnError, OutputSlots, Plan, Step, StepId, Strategy};
+pub use output::{ToolOutcome, output_value, parse_text, tool_outcome};
+pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
+pub use schedule::{Schedule, dot, mermaid, schedule};
+pub use template::{Piece, Ref, RefSource, ResolveWarning, Template};
+pub use tools::{ToolMatch, ToolSpec, resolve_tool};
+pub use validate::{DEFAULT_PIPE_TO, EXECUTE_PLAN_TOOL, validate};
+pub use validated::{
+    DEFAULT_MAX_PLAN_STEPS, Dependency, DependencyKind, Limits, Pipe, PlannedStep, ValidatedPlan,
+};
+
+use serde_json::Value;
+
+/// Parses and validates in one go: what `execute_plan` and `planmux validate` call.
+///
+/// Problems found while parsing and while validating are reported together, except
+/// that a plan whose whole shape is broken (bad JSON, no steps array) is not validated,
+/// and validation problems at a place the parser already reported are left out.
+pub fn prepare(
+    value: &Value,
+    tools: &[ToolSpec],
+    limits: &Limits,
+) -> Result<ValidatedPlan, Vec<PlanIssue>> {
+    let (plan, mut issues) = dialects::parse_lenient(value);
+    let fatal = issues
+        .iter()
+        .any(|i| matches!(i.location.as_str(), "plan" | "steps" | "calls"));
+    if fatal {
+        return Err(issues);
+    }
+    match validate(plan, tools, limits) {
+        Ok(validated) if issues.is_empty() => Ok(validated),
+        Ok(_) => Err(issues),
+        Err(found) => {
+            let broken: Vec<String> = issues.iter().map(|i| i.location.clone()).collect();
+            let covered = |location: &str| {
+                broken.iter().any(|b| {
+                    location == b || (b.ends_with(".args") && location.starts_with(b.as_str()))
+                })
+            };
+            for issue in found {
+                if !covered(&issue.location) && !issues.contains(&issue) {
+                    issues.push(issue);
+                }
+            }
+            Err(issues)
+        }
+    }
+}

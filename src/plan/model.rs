@@ -1,0 +1,219 @@
+//! The canonical plan: what every dialect is normalised into before validation.
+//!
+//! A [`Plan`] is the parsed, not yet checked form. It still names tools the way the
+//! model wrote them and references steps by whatever the model wrote (`cpu`,
+//! `steps[1]`, `†state.language`); [`super::validate`] turns it into a
+//! [`super::ValidatedPlan`].
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::refs::RawRef;
+use super::template::Template;
+
+/// The identifier of a step inside one plan (`cpu`, or `s2` when the model gave none).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct StepId(String);
+
+impl StepId {
+    /// Wraps an identifier; validation checks that it is well formed and unique.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// The default id of the step at 0-based `index`: `s1`, `s2`, ….
+    pub fn positional(index: usize) -> Self {
+        Self(format!("s{}", index + 1))
+    }
+
+    /// The identifier as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for StepId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for StepId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// How the steps of a plan are scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// A dependency graph: each step starts when what it reads has finished.
+    #[default]
+    Auto,
+    /// The same graph as `Auto`; accepted because models and seed dialects say it.
+    Parallel,
+    /// One step at a time, in listed order.
+    Sequential,
+    /// Listed order, and each step also receives the previous step's output.
+    Chained,
+    /// All steps at once; the first success wins and the rest are cancelled.
+    Competitive,
+}
+
+impl Strategy {
+    /// Every strategy with its canonical name, for parsing and for messages.
+    pub const ALL: [(Strategy, &'static str); 5] = [
+        (Strategy::Auto, "auto"),
+        (Strategy::Parallel, "parallel"),
+        (Strategy::Sequential, "sequential"),
+        (Strategy::Chained, "chained"),
+        (Strategy::Competitive, "competitive"),
+    ];
+
+    /// The canonical (snake_case) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Auto => "auto",
+            Strategy::Parallel => "parallel",
+            Strategy::Sequential => "sequential",
+            Strategy::Chained => "chained",
+            Strategy::Competitive => "competitive",
+        }
+    }
+
+    /// Parses a strategy in any case (`AUTO`, `Parallel`, `planType: "CHAINED"`).
+    pub fn parse(text: &str) -> Option<Self> {
+        let key = fold_name(text);
+        Self::ALL
+            .iter()
+            .find(|(_, name)| fold_name(name) == key)
+            .map(|(strategy, _)| *strategy)
+    }
+
+    /// Whether steps run strictly in listed order, so a reference may only look back.
+    pub fn is_ordered(self) -> bool {
+        matches!(self, Strategy::Sequential | Strategy::Chained)
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a step failure does to the rest of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// Dependents of a failed step are skipped; independent steps run on.
+    #[default]
+    FailForward,
+    /// The first failure cancels everything still running.
+    FailFast,
+    /// A failed step's error text becomes its output and dependents run.
+    Continue,
+}
+
+impl OnError {
+    /// Every policy with its canonical name.
+    pub const ALL: [(OnError, &'static str); 3] = [
+        (OnError::FailForward, "fail_forward"),
+        (OnError::FailFast, "fail_fast"),
+        (OnError::Continue, "continue"),
+    ];
+
+    /// The canonical (snake_case) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::FailForward => "fail_forward",
+            OnError::FailFast => "fail_fast",
+            OnError::Continue => "continue",
+        }
+    }
+
+    /// Parses a policy in any case and with `_`, `-` or nothing between words.
+    pub fn parse(text: &str) -> Option<Self> {
+        let key = fold_name(text);
+        Self::ALL
+            .iter()
+            .find(|(_, name)| fold_name(name) == key)
+            .map(|(policy, _)| *policy)
+    }
+}
+
+impl fmt::Display for OnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Lower-cases a name and drops `_`, `-` and spaces, so `FAIL-FAST` matches `fail_fast`.
+pub(crate) fn fold_name(text: &str) -> String {
+    text.chars()
+        .filter(|c| !matches!(c, '_' | '-' | ' '))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// A parsed plan in canonical form, before it is checked against the catalog.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    /// What the plan is for, as the model wrote it; shown in schedules and records.
+    pub goal: Option<String>,
+    /// `None` when the plan did not say, so validation can apply the default.
+    pub strategy: Strategy,
+    /// The failure policy.
+    pub on_error: OnError,
+    /// Steps in listed order.
+    pub steps: Vec<Step>,
+    /// The steps whose values go back to the model; `None` means all of them.
+    pub outputs: Option<Vec<String>>,
+    /// The plan's `inputs` object, read by `input.…` and `†input.…` references.
+    pub inputs: Value,
+    /// A whole-plan time limit requested by the model, in milliseconds.
+    pub timeout_ms: Option<u64>,
+}
+
+/// One step of a parsed plan.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Step {
+    /// The id the model gave, or the positional default (`s1`, `s2`, …).
+    pub id: String,
+    /// Whether `id` was written by the model (false for positional defaults).
+    pub explicit_id: bool,
+    /// The tool as written: an exported name, a bare tool name, or `server:tool`.
+    pub tool: String,
+    /// The server the model named beside a bare tool name (`serverId`/`server`).
+    pub server: Option<String>,
+    /// The arguments, with references already parsed.
+    pub args: Template<RawRef>,
+    /// Explicit ordering edges (`depends_on`/`dependencies`), as written.
+    pub depends_on: Vec<String>,
+    /// Per-step time limit in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// How many times to retry a failed call (honoured only for safe tools).
+    pub retries: u32,
+    /// Allows retries on tools that are neither read-only nor idempotent.
+    pub retry_unsafe: bool,
+    /// Under `chained`, the argument that receives the previous step's output.
+    pub pipe_to: Option<String>,
+    /// Seed-004 `_outputPath`: the state slots this step writes.
+    pub output_slots: Option<OutputSlots>,
+    /// A human note (`description`), kept for records.
+    pub description: Option<String>,
+}
+
+/// Where a seed-004 step writes its result: `"†state.receipt || †state.error"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutputSlots {
+    /// The state slot that receives the step's output when it succeeds.
+    pub success: String,
+    /// The state slot that receives the error when it fails; a failure written here is
+    /// caught, so steps that read this slot run.
+    pub error: Option<String>,
+}

@@ -1,0 +1,256 @@
+//! The schedule of a validated plan — dependency levels, the critical path, what each
+//! step waits for — and pictures of it as text, a Mermaid flowchart and Graphviz DOT.
+//!
+//! Levels are for reading only: the executor starts each step as soon as what it
+//! waits for has finished, not level by level.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::model::{StepId, Strategy};
+use super::validated::{DependencyKind, ValidatedPlan};
+
+/// The shape of a plan's run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// Each step's level (0: waits for nothing), in plan order.
+    level: Vec<usize>,
+    /// Each step's waits, as positions, in plan order.
+    waits: Vec<Vec<usize>>,
+    ids: Vec<StepId>,
+}
+
+/// Computes the schedule. Validation guarantees the graph has no cycle; should one
+/// slip through, the steps on it are put on the last level rather than looping.
+pub fn schedule(plan: &ValidatedPlan) -> Schedule {
+    let steps = plan.steps();
+    let ids: Vec<StepId> = steps.iter().map(|s| s.id.clone()).collect();
+    let index: HashMap<&StepId, usize> = ids.iter().enumerate().map(|(i, id)| (id, i)).collect();
+    let waits: Vec<Vec<usize>> = steps
+        .iter()
+        .map(|s| {
+            s.waits_for()
+                .filter_map(|id| index.get(id).copied())
+                .collect()
+        })
+        .collect();
+    let mut level: Vec<Option<usize>> = vec![None; steps.len()];
+    // Relax until stable: at most one pass per step on an acyclic graph.
+    for _ in 0..=steps.len() {
+        let mut changed = false;
+        for i in 0..steps.len() {
+            let known: Option<Vec<usize>> = waits[i].iter().map(|w| level[*w]).collect();
+            let new = known.map(|ls| ls.iter().map(|l| l + 1).max().unwrap_or(0));
+            if new.is_some() && new != level[i] {
+                level[i] = new;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let last = level.iter().flatten().max().map_or(0, |l| l + 1);
+    let level = level.into_iter().map(|l| l.unwrap_or(last)).collect();
+    Schedule { level, waits, ids }
+}
+
+impl Schedule {
+    /// Steps grouped by level, each group in plan order.
+    pub fn levels(&self) -> Vec<Vec<StepId>> {
+        let depth = self.level.iter().max().map_or(0, |l| l + 1);
+        let mut levels = vec![Vec::new(); depth];
+        for (i, l) in self.level.iter().enumerate() {
+            levels[*l].push(self.ids[i].clone());
+        }
+        levels
+    }
+
+    /// The steps `step` waits for.
+    pub fn waits_for(&self, step: &StepId) -> Vec<StepId> {
+        self.position(step)
+            .map(|i| self.waits[i].iter().map(|w| self.ids[*w].clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn position(&self, step: &StepId) -> Option<usize> {
+        self.ids.iter().position(|id| id == step)
+    }
+
+    /// The longest chain of steps that must run one after another, by step count.
+    pub fn critical_path(&self) -> Vec<StepId> {
+        self.critical_path_weighted(&|_| 1).0
+    }
+
+    /// The chain with the largest total of `duration` (e.g. measured milliseconds),
+    /// and that total. A plan cannot finish faster than this.
+    pub fn critical_path_weighted(&self, duration: &dyn Fn(&StepId) -> u64) -> (Vec<StepId>, u64) {
+        let mut order: Vec<usize> = (0..self.ids.len()).collect();
+        order.sort_by_key(|i| self.level[*i]);
+        let mut finish = vec![0u64; self.ids.len()];
+        let mut via: Vec<Option<usize>> = vec![None; self.ids.len()];
+        for &i in &order {
+            let before = self.waits[i]
+                .iter()
+                .filter(|w| self.level[**w] < self.level[i])
+                .max_by_key(|w| (finish[**w], std::cmp::Reverse(**w)));
+            via[i] = before.copied();
+            finish[i] = before.map_or(0, |w| finish[*w]) + duration(&self.ids[i]);
+        }
+        let Some(end) = (0..self.ids.len()).max_by_key(|i| (finish[*i], std::cmp::Reverse(*i)))
+        else {
+            return (Vec::new(), 0);
+        };
+        let mut path = vec![end];
+        while let Some(prev) = path.last().and_then(|p| via[*p]) {
+            path.push(prev);
+        }
+        path.reverse();
+        (
+            path.into_iter().map(|i| self.ids[i].clone()).collect(),
+            finish[end],
+        )
+    }
+
+    /// A plain-text rendering for `planmux validate`.
+    pub fn render_text(&self, plan: &ValidatedPlan) -> String {
+        let mut out = String::new();
+        if let Some(goal) = plan.goal() {
+            let _ = writeln!(out, "goal: {goal}");
+        }
+        let levels = self.levels();
+        let _ = writeln!(
+            out,
+            "{} steps, {} levels, strategy {}, on_error {}",
+            self.ids.len(),
+            levels.len(),
+            plan.strategy(),
+            plan.on_error()
+        );
+        let width = self
+            .ids
+            .iter()
+            .map(|id| id.as_str().len())
+            .max()
+            .unwrap_or(0);
+        for (l, group) in levels.iter().enumerate() {
+            let _ = writeln!(out, "level {l}:");
+            for id in group {
+                let Some(step) = plan.step(id) else { continue };
+                let _ = write!(out, "  {:width$}  {}", id.as_str(), step.exported);
+                let waits: Vec<String> = step
+                    .depends_on
+                    .iter()
+                    .map(|d| match d.kind {
+                        DependencyKind::Error => format!("{} (its error)", d.step),
+                        _ => d.step.to_string(),
+                    })
+                    .collect();
+                if !waits.is_empty() {
+                    let _ = write!(out, "  waits for {}", waits.join(", "));
+                }
+                out.push('\n');
+            }
+        }
+        let path = self.critical_path();
+        let names: Vec<&str> = path.iter().map(StepId::as_str).collect();
+        let _ = writeln!(
+            out,
+            "critical path ({} steps): {}",
+            path.len(),
+            names.join(" → ")
+        );
+        if plan.strategy() == Strategy::Competitive {
+            out.push_str("competitive: all steps start at once; the first success wins\n");
+        }
+        let outputs: Vec<String> = plan.outputs().iter().map(ToString::to_string).collect();
+        let _ = writeln!(out, "outputs: {}", outputs.join(", "));
+        for warning in plan.warnings() {
+            let _ = writeln!(out, "warning: {warning}");
+        }
+        out
+    }
+}
+
+/// Text safe inside a double-quoted Mermaid label or DOT string.
+fn label(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "'")
+}
+
+/// The plan as a Mermaid flowchart (data flows down the arrows; output steps are bold).
+pub fn mermaid(plan: &ValidatedPlan) -> String {
+    let mut out = String::from("flowchart TD\n");
+    let node = |i: usize| format!("s{i}");
+    for step in plan.steps() {
+        let _ = writeln!(
+            out,
+            "    {}[\"{}<br/>{}\"]",
+            node(step.index),
+            label(step.id.as_str()),
+            label(&step.exported)
+        );
+    }
+    for step in plan.steps() {
+        for dep in &step.depends_on {
+            let Some(from) = plan.step(&dep.step) else {
+                continue;
+            };
+            let arrow = match dep.kind {
+                DependencyKind::Output => "-->",
+                DependencyKind::Error => "-.->|on error|",
+                DependencyKind::After => "-->|after|",
+                DependencyKind::Sequence => "-.->",
+            };
+            let _ = writeln!(out, "    {} {arrow} {}", node(from.index), node(step.index));
+        }
+    }
+    let outputs: Vec<String> = plan
+        .outputs()
+        .iter()
+        .filter_map(|id| plan.step(id))
+        .map(|s| node(s.index))
+        .collect();
+    if !outputs.is_empty() {
+        out.push_str("    classDef output stroke-width:3px\n");
+        let _ = writeln!(out, "    class {} output", outputs.join(","));
+    }
+    out
+}
+
+/// The plan as a Graphviz digraph (data flows along the edges; output steps are bold).
+pub fn dot(plan: &ValidatedPlan) -> String {
+    let mut out = String::from("digraph plan {\n    rankdir=TB;\n    node [shape=box];\n");
+    let outputs = plan.outputs();
+    for step in plan.steps() {
+        let bold = if outputs.contains(&step.id) {
+            ", style=bold"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "    \"{}\" [label=\"{}\\n{}\"{bold}];",
+            label(step.id.as_str()),
+            label(step.id.as_str()),
+            label(&step.exported)
+        );
+    }
+    for step in plan.steps() {
+        for dep in &step.depends_on {
+            let style = match dep.kind {
+                DependencyKind::Output => "",
+                DependencyKind::Error => " [style=dashed, label=\"on error\"]",
+                DependencyKind::After => " [label=\"after\"]",
+                DependencyKind::Sequence => " [style=dotted]",
+            };
+            let _ = writeln!(
+                out,
+                "    \"{}\" -> \"{}\"{style};",
+                label(dep.step.as_str()),
+                label(step.id.as_str())
+            );
+        }
+    }
+    out.push_str("}\n");
+    out
+}

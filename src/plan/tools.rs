@@ -1,0 +1,149 @@
+//! The catalog as validation sees it, and how a step's tool name is resolved in it.
+//!
+//! Resolution order (docs/plan-language.md, "Naming tools"):
+//! 1. an exact exported name (`metrics__query_metric`);
+//! 2. `server` (or `serverId`) beside a bare tool name, or `server:tool` in one string;
+//!    a server id also matches after dropping a `-server`/`_server` suffix, so the
+//!    seed's `weather-server` finds the server `weather`;
+//! 3. a bare tool name that exactly one server has;
+//! 4. any of these ignoring case and `-` versus `_`, when that matches one tool only.
+//!
+//! Anything else is unknown (with up to three close names) or ambiguous (with every
+//! candidate).
+
+use serde_json::Value;
+
+use super::dialects::closest;
+use super::model::fold_name;
+
+/// One tool of the catalog, as the proxy exports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// The exported name, `<server><separator><tool>`.
+    pub exported: String,
+    /// The downstream server's name.
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+    /// The tool's `inputSchema`, used to check literal arguments.
+    pub input_schema: Value,
+    /// `annotations.readOnlyHint`: retries are safe.
+    pub read_only: bool,
+    /// `annotations.idempotentHint`: retries are safe.
+    pub idempotent: bool,
+}
+
+impl ToolSpec {
+    /// Whether a failed call may be repeated without the plan saying `retry_unsafe`.
+    pub fn retry_safe(&self) -> bool {
+        self.read_only || self.idempotent
+    }
+}
+
+/// The outcome of looking a name up.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolMatch<'a> {
+    /// Exactly one tool.
+    Found(&'a ToolSpec),
+    /// No tool; up to three exported names that look alike.
+    Unknown(Vec<String>),
+    /// Several tools; their exported names.
+    Ambiguous(Vec<String>),
+}
+
+/// Whether the server id a plan wrote names `actual`.
+fn server_matches(actual: &str, given: &str) -> bool {
+    if actual == given {
+        return true;
+    }
+    let folded = fold_name(given);
+    let trimmed = folded
+        .strip_suffix("server")
+        .filter(|t| !t.is_empty())
+        .unwrap_or(&folded);
+    let actual = fold_name(actual);
+    actual == folded || actual == trimmed
+}
+
+/// Picks the single tool among `hits`, or reports them as ambiguous.
+fn one_of<'a>(hits: Vec<&'a ToolSpec>) -> Option<ToolMatch<'a>> {
+    match hits.as_slice() {
+        [] => None,
+        [one] => Some(ToolMatch::Found(one)),
+        many => {
+            let mut names: Vec<String> = many.iter().map(|t| t.exported.clone()).collect();
+            names.sort();
+            names.dedup();
+            Some(ToolMatch::Ambiguous(names))
+        }
+    }
+}
+
+/// Resolves a step's tool (and optional server) against the catalog.
+pub fn resolve_tool<'a>(tools: &'a [ToolSpec], server: Option<&str>, name: &str) -> ToolMatch<'a> {
+    let name = name.trim();
+    if let Some(server) = server {
+        let on_server: Vec<&ToolSpec> = tools
+            .iter()
+            .filter(|t| server_matches(&t.server, server))
+            .collect();
+        if let Some(found) = on_server
+            .iter()
+            .find(|t| t.tool == name || t.exported == name)
+        {
+            return ToolMatch::Found(found);
+        }
+        let folded = fold_name(name);
+        let loose = on_server
+            .iter()
+            .copied()
+            .filter(|t| fold_name(&t.tool) == folded)
+            .collect();
+        if let Some(found) = one_of(loose) {
+            return found;
+        }
+        let pool: Vec<&ToolSpec> = if on_server.is_empty() {
+            tools.iter().collect()
+        } else {
+            on_server
+        };
+        return ToolMatch::Unknown(near_names(&pool, name));
+    }
+    if let Some(found) = tools.iter().find(|t| t.exported == name) {
+        return ToolMatch::Found(found);
+    }
+    if let Some((server, tool)) = name.split_once(':')
+        && let found @ ToolMatch::Found(_) = resolve_tool(tools, Some(server), tool)
+    {
+        return found;
+    }
+    if let Some(found) = one_of(tools.iter().filter(|t| t.tool == name).collect()) {
+        return found;
+    }
+    let folded = fold_name(name);
+    let loose = tools
+        .iter()
+        .filter(|t| fold_name(&t.tool) == folded || fold_name(&t.exported) == folded)
+        .collect();
+    if let Some(found) = one_of(loose) {
+        return found;
+    }
+    ToolMatch::Unknown(near_names(&tools.iter().collect::<Vec<_>>(), name))
+}
+
+/// Up to three exported names close to `name`, comparing with both the exported and
+/// the bare tool name.
+fn near_names(pool: &[&ToolSpec], name: &str) -> Vec<String> {
+    let by_exported = closest(name, pool.iter().map(|t| t.exported.as_str()));
+    let by_tool = closest(name, pool.iter().map(|t| t.tool.as_str()));
+    let mut names = by_exported;
+    for tool in by_tool {
+        for spec in pool.iter().filter(|t| t.tool == tool) {
+            if !names.contains(&spec.exported) {
+                names.push(spec.exported.clone());
+            }
+        }
+    }
+    names.truncate(3);
+    names
+}

@@ -1,0 +1,229 @@
+//! The validated plan: the only form the executor accepts.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::issue::PlanIssue;
+use super::model::{OnError, OutputSlots, StepId, Strategy};
+use super::template::{RefSource, ResolveWarning, Template};
+
+/// Default cap on steps per plan; `[proxy] max_plan_steps` overrides it.
+pub const DEFAULT_MAX_PLAN_STEPS: usize = 256;
+
+/// Limits applied by validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Plans with more steps are rejected before anything runs.
+    pub max_plan_steps: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_plan_steps: DEFAULT_MAX_PLAN_STEPS,
+        }
+    }
+}
+
+/// Why a step waits for another; the executor decides from this what a failure of the
+/// other step means for this one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DependencyKind {
+    /// Reads the other step's output: needs it to succeed (or `on_error: continue`).
+    Output,
+    /// Reads the other step's caught error (`†state.error`): runs only if it failed.
+    Error,
+    /// Listed in `depends_on`: needs it to succeed, reads nothing.
+    After,
+    /// Implied by listed order under `sequential`: waits for it to finish, whatever
+    /// the outcome.
+    Sequence,
+}
+
+/// One edge into a step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dependency {
+    /// The step waited for.
+    pub step: StepId,
+    /// Why.
+    pub kind: DependencyKind,
+}
+
+/// Under `chained`: the previous step's output goes into one argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pipe {
+    /// The previous step.
+    pub from: StepId,
+    /// The argument that receives its output (`pipe_to`, default `input`).
+    pub into: String,
+}
+
+/// A step ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedStep {
+    /// The step's id (given, or `s1`, `s2`, … by position).
+    pub id: StepId,
+    /// 0-based position in the plan.
+    pub index: usize,
+    /// The exported tool name.
+    pub exported: String,
+    /// The downstream server.
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+    /// The arguments with references parsed.
+    pub args: Template,
+    /// What this step waits for, without duplicates, in plan order.
+    pub depends_on: Vec<Dependency>,
+    /// Per-step time limit requested by the plan.
+    pub timeout_ms: Option<u64>,
+    /// Retries that will actually happen (0 when the tool is not safe to repeat).
+    pub retries: u32,
+    /// Whether the plan allowed retrying an unsafe tool.
+    pub retry_unsafe: bool,
+    /// Under `chained`, where the previous output goes (absent when args set it).
+    pub pipe: Option<Pipe>,
+    /// Seed-004 `_outputPath` slots.
+    pub output_slots: Option<OutputSlots>,
+    /// The step's description, if the plan gave one.
+    pub description: Option<String>,
+}
+
+impl PlannedStep {
+    /// The ids this step waits for.
+    pub fn waits_for(&self) -> impl Iterator<Item = &StepId> {
+        self.depends_on.iter().map(|d| &d.step)
+    }
+
+    /// Whether a failure of this step is caught into a state slot (seed 004's
+    /// `"†state.ok || †state.error"`), so it does not count against the plan.
+    pub fn catches_errors(&self) -> bool {
+        self.output_slots
+            .as_ref()
+            .is_some_and(|slots| slots.error.is_some())
+    }
+}
+
+/// A plan that passed validation. Only [`super::validate`] builds one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidatedPlan {
+    pub(super) goal: Option<String>,
+    pub(super) strategy: Strategy,
+    pub(super) on_error: OnError,
+    pub(super) steps: Vec<PlannedStep>,
+    pub(super) outputs: Option<Vec<StepId>>,
+    pub(super) inputs: Value,
+    pub(super) timeout_ms: Option<u64>,
+    pub(super) warnings: Vec<PlanIssue>,
+}
+
+impl ValidatedPlan {
+    /// The plan's goal, as written.
+    pub fn goal(&self) -> Option<&str> {
+        self.goal.as_deref()
+    }
+
+    /// The scheduling strategy.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// The failure policy.
+    pub fn on_error(&self) -> OnError {
+        self.on_error
+    }
+
+    /// Steps in listed order.
+    pub fn steps(&self) -> &[PlannedStep] {
+        &self.steps
+    }
+
+    /// A step by id.
+    pub fn step(&self, id: &StepId) -> Option<&PlannedStep> {
+        self.steps.iter().find(|s| &s.id == id)
+    }
+
+    /// The steps whose values go back to the model: those listed in `outputs`, or all.
+    pub fn outputs(&self) -> Vec<StepId> {
+        match &self.outputs {
+            Some(listed) => listed.clone(),
+            None => self.steps.iter().map(|s| s.id.clone()).collect(),
+        }
+    }
+
+    /// Whether the plan listed its outputs (rather than defaulting to every step).
+    pub fn outputs_listed(&self) -> bool {
+        self.outputs.is_some()
+    }
+
+    /// The plan's `inputs` object (empty when none was given).
+    pub fn inputs(&self) -> &Value {
+        &self.inputs
+    }
+
+    /// A whole-plan time limit requested by the plan.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        self.timeout_ms
+    }
+
+    /// Problems that do not stop the plan (such as retries on an unsafe tool).
+    pub fn warnings(&self) -> &[PlanIssue] {
+        &self.warnings
+    }
+
+    /// Resolves a step's arguments against finished steps. `lookup` returns what a
+    /// source holds: a step's output for [`RefSource::Output`], its caught error for
+    /// [`RefSource::Error`], or `None` when it has none; the plan's inputs are supplied
+    /// here. Under `chained`, the previous output is piped in. Anything missing becomes
+    /// `null` with a warning. An unknown step id yields `Value::Null` and no warnings.
+    pub fn resolve_args<'a>(
+        &'a self,
+        step: &StepId,
+        lookup: &dyn Fn(&RefSource) -> Option<&'a Value>,
+    ) -> (Value, Vec<ResolveWarning>) {
+        let Some(planned) = self.step(step) else {
+            return (Value::Null, Vec::new());
+        };
+        let full = |source: &RefSource| -> Option<&'a Value> {
+            match source {
+                RefSource::Input => Some(&self.inputs),
+                other => lookup(other),
+            }
+        };
+        let mut warnings = Vec::new();
+        let mut args = planned.args.resolve(&full, &mut warnings);
+        if let (Some(pipe), Value::Object(map)) = (&planned.pipe, &mut args)
+            && !map.contains_key(&pipe.into)
+        {
+            let value = full(&RefSource::Output(pipe.from.clone()))
+                .cloned()
+                .unwrap_or_else(|| {
+                    warnings.push(ResolveWarning {
+                        location: format!("args.{}", pipe.into),
+                        reference: format!("pipe from {}", pipe.from),
+                        message: format!("read step '{}', which has no output", pipe.from),
+                    });
+                    Value::Null
+                });
+            map.insert(pipe.into.clone(), value);
+        }
+        (args, warnings)
+    }
+
+    /// [`Self::resolve_args`] over maps of finished outputs and caught errors.
+    pub fn resolve_args_from<'a>(
+        &'a self,
+        step: &StepId,
+        outputs: &'a HashMap<StepId, Value>,
+        errors: &'a HashMap<StepId, Value>,
+    ) -> (Value, Vec<ResolveWarning>) {
+        self.resolve_args(step, &|source| match source {
+            RefSource::Output(id) => outputs.get(id),
+            RefSource::Error(id) => errors.get(id),
+            RefSource::Input => None,
+        })
+    }
+}
