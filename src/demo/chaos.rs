@@ -3,7 +3,7 @@
 //! a call counter, the process id (so a test can kill it), and a tool that appears and
 //! disappears (to exercise `tools/list_changed`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -14,7 +14,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
-use super::{OutputSchemaExt, failure, num_arg, tool};
+use super::{Counters, OutputSchemaExt, failure, num_arg, tool};
 
 /// Longest sleep a caller may ask for: ten minutes is "forever" for any test.
 const MAX_SLEEP_MS: f64 = 600_000.0;
@@ -49,10 +49,10 @@ pub(super) fn tools(extra: bool) -> Vec<Tool> {
         .with_annotations(ToolAnnotations::new().read_only(true).idempotent(true)),
         tool(
             "count",
-            "How many calls this server instance has answered, this one included.",
+            "How many calls this server instance has had (this one included), and how many were cancelled.",
             json!({"type": "object", "properties": {}}),
         )
-        .with_output_schema_value(json!({"type": "object", "properties": {"calls": {"type": "integer"}}, "required": ["calls"]})),
+        .with_output_schema_value(json!({"type": "object", "properties": {"calls": {"type": "integer"}, "cancelled": {"type": "integer"}}, "required": ["calls", "cancelled"]})),
         tool("pid", "This server's process id.", json!({"type": "object", "properties": {}}))
             .with_output_schema_value(json!({"type": "object", "properties": {"pid": {"type": "integer"}}, "required": ["pid"]})),
         tool(
@@ -75,11 +75,10 @@ pub(super) async fn call(
     name: &str,
     args: &JsonObject,
     ctx: &RequestContext<RoleServer>,
-    count: u64,
-    extra: &AtomicBool,
+    state: &Counters,
 ) -> Result<CallToolResult, ErrorData> {
     Ok(match name {
-        "sleep" => sleep(args, ctx).await.unwrap_or_else(|f| f),
+        "sleep" => sleep(args, ctx, state).await.unwrap_or_else(|f| f),
         "fail" => {
             let message = args
                 .get("message")
@@ -102,10 +101,13 @@ pub(super) async fn call(
             Ok(_) => failure(format!("'n' must be between 0 and {MAX_BYTES}")),
             Err(f) => f,
         },
-        "count" => CallToolResult::structured(json!({ "calls": count })),
+        "count" => CallToolResult::structured(json!({
+            "calls": state.calls.load(Ordering::SeqCst),
+            "cancelled": state.cancelled.load(Ordering::SeqCst),
+        })),
         "pid" => CallToolResult::structured(json!({ "pid": std::process::id() })),
         "toggle_extra" => {
-            let now = !extra.fetch_xor(true, Ordering::SeqCst);
+            let now = !state.extra.fetch_xor(true, Ordering::SeqCst);
             let _ = ctx.peer.notify_tool_list_changed().await;
             CallToolResult::structured(json!({ "extra": now }))
         }
@@ -117,6 +119,7 @@ pub(super) async fn call(
 async fn sleep(
     args: &JsonObject,
     ctx: &RequestContext<RoleServer>,
+    state: &Counters,
 ) -> Result<CallToolResult, CallToolResult> {
     let ms = num_arg(args, "ms")?.unwrap_or(0.0).clamp(0.0, MAX_SLEEP_MS);
     let steps = num_arg(args, "steps")?.unwrap_or(1.0).clamp(1.0, 1000.0) as u32;
@@ -125,7 +128,10 @@ async fn sleep(
     for step in 1..=steps {
         tokio::select! {
             _ = tokio::time::sleep(slice) => {}
-            _ = ctx.ct.cancelled() => return Err(failure("cancelled")),
+            _ = ctx.ct.cancelled() => {
+                state.cancelled.fetch_add(1, Ordering::SeqCst);
+                return Err(failure("cancelled"));
+            }
         }
         if let Some(token) = &token {
             let param = ProgressNotificationParam::new(token.clone(), f64::from(step))

@@ -71,7 +71,15 @@ pub struct DemoServer {
     kind: DemoKind,
     /// The `files` sandbox.
     root: PathBuf,
+    state: Counters,
+}
+
+/// What the chaos demo counts and toggles.
+#[derive(Default)]
+struct Counters {
     calls: AtomicU64,
+    /// Calls that stopped early because the client cancelled them.
+    cancelled: AtomicU64,
     /// Whether chaos currently lists its `extra` tool (flipped by `toggle_extra`).
     extra: AtomicBool,
 }
@@ -83,8 +91,7 @@ impl DemoServer {
         Arc::new(Self {
             kind,
             root,
-            calls: AtomicU64::new(0),
-            extra: AtomicBool::new(false),
+            state: Counters::default(),
         })
     }
 
@@ -93,7 +100,7 @@ impl DemoServer {
             DemoKind::Metrics => metrics::tools(),
             DemoKind::Weather => weather::tools(),
             DemoKind::Files => files::tools(),
-            DemoKind::Chaos => chaos::tools(self.extra.load(Ordering::SeqCst)),
+            DemoKind::Chaos => chaos::tools(self.state.extra.load(Ordering::SeqCst)),
         }
     }
 
@@ -103,12 +110,12 @@ impl DemoServer {
         args: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let count = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        self.state.calls.fetch_add(1, Ordering::SeqCst);
         match self.kind {
             DemoKind::Metrics => metrics::call(name, &args),
             DemoKind::Weather => weather::call(name, &args),
             DemoKind::Files => files::call(&self.root, name, &args),
-            DemoKind::Chaos => chaos::call(name, &args, ctx, count, &self.extra).await,
+            DemoKind::Chaos => chaos::call(name, &args, ctx, &self.state).await,
         }
     }
 }

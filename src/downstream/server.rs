@@ -23,6 +23,8 @@ use crate::config::ServerConfig;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// A server that keeps failing is retried at most this often.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a failed call waits for the connection's watcher to record why it ended.
+const SETTLE: Duration = Duration::from_secs(1);
 
 /// Where a downstream is in its life.
 #[derive(Clone)]
@@ -245,11 +247,10 @@ impl Server {
     /// Lists the tools again on the live connection (after `list_changed` or a restart).
     pub(crate) async fn relist(self: &Arc<Self>) -> Result<(), DownstreamError> {
         let live = self.live().await?;
-        let tools = live
-            .peer
-            .list_all_tools()
-            .await
-            .map_err(|e| self.exited(e))?;
+        let tools = match live.peer.list_all_tools().await {
+            Ok(tools) => tools,
+            Err(e) => return Err(self.exited(&live, e).await),
+        };
         let tools = tools
             .into_iter()
             .filter(|t| self.config.keeps(&t.name))
@@ -283,14 +284,22 @@ impl Server {
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
         let server = &self.config.name;
-        let live = self.live().await?;
         let tool = params.name.to_string();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = live
-            .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| self.exited(e))?;
+        let mut live = self.live().await?;
+        let handle = match live.peer.send_cancellable_request(request.clone(), PeerRequestOptions::no_options()).await {
+            Ok(handle) => handle,
+            Err(_) => {
+                // The connection broke before the request left, so it is safe to send it
+                // again: wait until the watcher has recorded the death, then restart.
+                self.settle(&live).await;
+                live = self.live().await?;
+                match live.peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await {
+                    Ok(handle) => handle,
+                    Err(e) => return Err(self.exited(&live, e).await),
+                }
+            }
+        };
         let _route = progress.map(|sink| self.routes.route(handle.progress_token.clone(), sink));
         let id = handle.id.clone();
         let timeout = self.config.call_timeout;
@@ -310,7 +319,7 @@ impl Server {
                     message: "answered tools/call with something that is not a tool result".into(),
                 }),
                 Err(ServiceError::McpError(error)) => Err(DownstreamError::Rpc { server: server.clone(), error }),
-                Err(e) => Err(self.exited(e)),
+                Err(e) => Err(self.exited(&live, e).await),
             },
             () = cancel.cancelled() => {
                 notify_cancel("cancelled by the client").await;
@@ -320,20 +329,23 @@ impl Server {
                 notify_cancel("timed out in planmux").await;
                 Err(DownstreamError::Timeout { server: server.clone(), tool, after: timeout })
             }
-            () = live.ended.cancelled() => Err(self.exited(ServiceError::TransportClosed)),
+            () = live.ended.cancelled() => Err(self.exited(&live, ServiceError::TransportClosed).await),
         }
     }
 
+    /// Waits (briefly) until the watcher has noticed that `live` ended.
+    async fn settle(&self, live: &Live) {
+        let _ = tokio::time::timeout(SETTLE, live.ended.cancelled()).await;
+    }
+
     /// The error for a call whose connection broke, naming the server and, when known, why.
-    fn exited(&self, error: ServiceError) -> DownstreamError {
+    async fn exited(&self, live: &Live, error: ServiceError) -> DownstreamError {
+        self.settle(live).await;
         let detail = match self.state() {
             State::Failed { error, .. } => error,
             _ => error.to_string(),
         };
-        DownstreamError::Exited {
-            server: self.config.name.clone(),
-            detail,
-        }
+        DownstreamError::Exited { server: self.config.name.clone(), detail }
     }
 
     /// Closes the connection (if any) for good and waits until its processes are gone.

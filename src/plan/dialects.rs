@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::issue::{IssueKind, PlanIssue, describe_value};
+use super::issue::{IssueKind, PlanIssue, describe_value, sort_issues};
 use super::model::{OnError, OutputSlots, Plan, Step, Strategy};
 use super::refs;
 use super::template::Template;
@@ -46,6 +46,7 @@ const STEP_FIELDS: &[&str] = &[
     "retries",
     "retry_unsafe",
     "pipe_to",
+    "output_path",
     "description",
 ];
 const ARG_ALIASES: &[&str] = &["args", "arguments", "parameters", "params"];
@@ -67,7 +68,9 @@ pub fn parse(value: &Value) -> Result<Plan, Vec<PlanIssue>> {
 pub(crate) fn parse_lenient(value: &Value) -> (Plan, Vec<PlanIssue>) {
     let mut parser = Parser::default();
     let plan = parser.plan(value, 0);
-    (plan, parser.issues)
+    let mut issues = parser.issues;
+    sort_issues(&mut issues);
+    (plan, issues)
 }
 
 #[derive(Default)]
@@ -363,25 +366,7 @@ impl Parser {
                     Value::String(tool) => step.tool = tool.clone(),
                     other => self.shape(format!("{at}._tool"), "a tool name", other),
                 },
-                "_outputPath" => match value {
-                    Value::String(path) => match refs::parse_output_path(path) {
-                        Ok((success, error)) => {
-                            step.output_slots = Some(OutputSlots { success, error })
-                        }
-                        Err(message) => self.issue(
-                            format!("{at}._outputPath"),
-                            IssueKind::BadReference {
-                                text: path.clone(),
-                                message,
-                            },
-                        ),
-                    },
-                    other => self.shape(
-                        format!("{at}._outputPath"),
-                        "a state path such as \"†state.name\"",
-                        other,
-                    ),
-                },
+                "_outputPath" => self.output_path(&format!("{at}._outputPath"), value, step),
                 "_id" => self.id(at, value, step),
                 "_description" => step.description = value.as_str().map(str::to_owned),
                 other if other.starts_with('_') => {
@@ -402,6 +387,23 @@ impl Parser {
             }
         }
         step.args = self.template(&format!("{at}.args"), &Value::Object(args));
+    }
+
+    /// `_outputPath` / `output_path`: `"†state.ok"` or `"†state.ok || †state.error"`.
+    fn output_path(&mut self, at: &str, value: &Value, step: &mut Step) {
+        match value {
+            Value::String(path) => match refs::parse_output_path(path) {
+                Ok((success, error)) => step.output_slots = Some(OutputSlots { success, error }),
+                Err(message) => self.issue(
+                    at,
+                    IssueKind::BadOutputPath {
+                        text: path.clone(),
+                        message,
+                    },
+                ),
+            },
+            other => self.shape(at, "a state path such as \"†state.name\"", other),
+        }
     }
 
     fn id(&mut self, at: &str, value: &Value, step: &mut Step) {
@@ -442,6 +444,8 @@ impl Parser {
             "retryUnsafe",
             "pipe_to",
             "pipeTo",
+            "output_path",
+            "_outputPath",
             "description",
             "title",
             "name",
@@ -507,6 +511,9 @@ impl Parser {
                 Value::Bool(flag) => step.retry_unsafe = *flag,
                 other => self.shape(format!("{at}.{key}"), "true or false", other),
             }
+        }
+        if let Some((key, value)) = first_of(map, &["output_path", "_outputPath"]) {
+            self.output_path(&format!("{at}.{key}"), value, step);
         }
         if let Some((key, value)) = first_of(map, &["pipe_to", "pipeTo"]) {
             match value {

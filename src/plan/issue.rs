@@ -133,6 +133,14 @@ pub enum IssueKind {
         /// What is wrong.
         message: String,
     },
+    /// A seed-004 `_outputPath` that is not `†state.name` or `†state.ok || †state.error`.
+    #[error("bad output path `{text}`: {message}")]
+    BadOutputPath {
+        /// The path as written.
+        text: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A reference, `depends_on` or `outputs` entry naming no step.
     #[error("`{text}` names no step \"{name}\"{}", closest_suffix(.closest))]
     UnknownStep {
@@ -257,7 +265,31 @@ fn closest_suffix(closest: &[String]) -> String {
 
 fn quoted_list(names: &[String]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
-    quoted.join(" or ")
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => quoted.concat(),
+    }
+}
+
+/// Puts issues in reading order: plan fields, then each step in turn, then `outputs`.
+/// The sort is stable, so one step's issues keep the order they were found in.
+pub fn sort_issues(issues: &mut [PlanIssue]) {
+    let key = |issue: &PlanIssue| -> (u8, usize) {
+        let location = issue.location.as_str();
+        if let Some(rest) = location.strip_prefix("steps[") {
+            let index = rest
+                .split(']')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            (1, index)
+        } else if location.starts_with("outputs") {
+            (2, 0)
+        } else {
+            (0, 0)
+        }
+    };
+    issues.sort_by_key(key);
 }
 
 impl IssueKind {
@@ -290,6 +322,9 @@ impl IssueKind {
             IssueKind::BadReference { .. } => {
                 "write $ref:STEP.PATH, ${STEP.PATH} or {\"$ref\": \"STEP.PATH\"}, with PATH like a.b[0][\"x.y\"]; write $${ for a literal ${".into()
             }
+            IssueKind::BadOutputPath { .. } => {
+                "write \"†state.name\", or \"†state.ok || †state.error\" to catch a failure".into()
+            }
             IssueKind::UnknownStep { .. } => {
                 "reference a step by its id, by steps[N] (0-based), or read input.NAME; write $${ for a literal ${".into()
             }
@@ -310,7 +345,7 @@ impl IssueKind {
                 available.join(", ")
             ),
             IssueKind::MissingArgument { .. } => "add it to the step's args".into(),
-            IssueKind::WrongType { expected, .. } => format!("give a value of type {expected}"),
+            IssueKind::WrongType { expected, .. } => format!("give {expected}"),
             IssueKind::UnknownArgument { allowed, .. } if !allowed.is_empty() => {
                 format!("the tool takes: {}", allowed.join(", "))
             }
@@ -342,6 +377,7 @@ pub fn describe_value(value: &Value) -> String {
             "a string ({})",
             preview(Value::String(s.clone()).to_string())
         ),
+        Value::Array(items) if items.len() == 1 => "an array of 1 item".into(),
         Value::Array(items) => format!("an array of {} items", items.len()),
         Value::Object(_) => "an object".into(),
     }

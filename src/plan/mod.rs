@@ -5,6 +5,7 @@
 //! calls [`ValidatedPlan::resolve_args`] as steps finish. docs/plan-language.md is the
 //! specification.
 
+mod canonical;
 mod describe;
 mod dialects;
 mod issue;
@@ -23,7 +24,7 @@ mod tests;
 
 pub use describe::{EXECUTE_PLAN_DESCRIPTION, execute_plan_input_schema};
 pub use dialects::parse;
-pub use issue::{IssueKind, IssueList, PlanIssue, describe_value, render_issues};
+pub use issue::{IssueKind, IssueList, PlanIssue, describe_value, render_issues, sort_issues};
 pub use model::{OnError, OutputSlots, Plan, Step, StepId, Strategy};
 pub use output::{ToolOutcome, output_value, parse_text, tool_outcome};
 pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
@@ -69,6 +70,7 @@ pub fn prepare(
                     issues.push(issue);
                 }
             }
+            issue::sort_issues(&mut issues);
             Err(issues)
         }
     }

@@ -58,7 +58,8 @@ impl JsonQuery {
     /// Compiles a query once; the error text is the parser's own.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let query = jsonpath_rust::parser::parse_json_path(text).map_err(|e| e.to_string())?;
+        let query =
+            jsonpath_rust::parser::parse_json_path(text).map_err(|e| one_line(&e.to_string()))?;
         let singular = query.segments.iter().all(|segment| {
             matches!(
                 segment,
@@ -94,6 +95,21 @@ impl JsonQuery {
                 found.into_iter().map(|hit| hit.val.clone()).collect(),
             ))
         }
+    }
+}
+
+/// Condenses the parser's multi-line message (`--> 1:4`, `= expected atom_expr`) to
+/// one line: `at column 4: expected atom_expr`.
+fn one_line(message: &str) -> String {
+    let column = message
+        .split("-->")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|pos| pos.split(':').nth(1));
+    let expected = message.lines().find_map(|l| l.trim().strip_prefix("= "));
+    match (column, expected) {
+        (Some(column), Some(expected)) => format!("at column {column}: {expected}"),
+        _ => message.split_whitespace().collect::<Vec<_>>().join(" "),
     }
 }
 

@@ -99,6 +99,7 @@ impl<R> Node<'_, R> {
         match self {
             Node::Value(value) => describe_value(value),
             Node::Spliced => "a string".into(),
+            Node::Array(items) if items.len() == 1 => "an array of 1 item".into(),
             Node::Array(items) => format!("an array of {} items", items.len()),
             Node::Object(_) => "an object".into(),
             Node::Unknown => "a reference".into(),

@@ -117,9 +117,14 @@ impl Template<RawRef> {
                     _ => Template::Text(out),
                 }
             }
-            Template::Array(items) => collapse_array(items.iter().map(|t| t.literalize(is_text)).collect()),
+            Template::Array(items) => {
+                collapse_array(items.iter().map(|t| t.literalize(is_text)).collect())
+            }
             Template::Object(fields) => collapse_object(
-                fields.iter().map(|(k, t)| (k.clone(), t.literalize(is_text))).collect(),
+                fields
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.literalize(is_text)))
+                    .collect(),
             ),
         }
     }

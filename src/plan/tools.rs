@@ -4,7 +4,9 @@
 //! 1. an exact exported name (`metrics__query_metric`);
 //! 2. `server` (or `serverId`) beside a bare tool name, or `server:tool` in one string;
 //!    a server id also matches after dropping a `-server`/`_server` suffix, so the
-//!    seed's `weather-server` finds the server `weather`;
+//!    seed's `weather-server` finds the server `weather`; a server id that names no
+//!    server at all is ignored when the bare tool name is unique (the seed's
+//!    `filesystem-server` + `write_file`);
 //! 3. a bare tool name that exactly one server has;
 //! 4. any of these ignoring case and `-` versus `_`, when that matches one tool only.
 //!
@@ -87,6 +89,13 @@ pub fn resolve_tool<'a>(tools: &'a [ToolSpec], server: Option<&str>, name: &str)
             .iter()
             .filter(|t| server_matches(&t.server, server))
             .collect();
+        if on_server.is_empty() {
+            // A server id that names no server: the bare tool name may still be unique.
+            return match resolve_tool(tools, None, name) {
+                found @ ToolMatch::Found(_) => found,
+                _ => ToolMatch::Unknown(near_names(&tools.iter().collect::<Vec<_>>(), name)),
+            };
+        }
         if let Some(found) = on_server
             .iter()
             .find(|t| t.tool == name || t.exported == name)
@@ -102,12 +111,7 @@ pub fn resolve_tool<'a>(tools: &'a [ToolSpec], server: Option<&str>, name: &str)
         if let Some(found) = one_of(loose) {
             return found;
         }
-        let pool: Vec<&ToolSpec> = if on_server.is_empty() {
-            tools.iter().collect()
-        } else {
-            on_server
-        };
-        return ToolMatch::Unknown(near_names(&pool, name));
+        return ToolMatch::Unknown(near_names(&on_server, name));
     }
     if let Some(found) = tools.iter().find(|t| t.exported == name) {
         return ToolMatch::Found(found);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::dialects::closest;
-use super::issue::{IssueKind, PlanIssue};
+use super::issue::{IssueKind, PlanIssue, sort_issues};
 use super::model::{Plan, Step, StepId, Strategy, fold_name};
 use super::refs::{self, RawRef, RawRoot};
 use super::schema::check_args;
@@ -71,6 +71,7 @@ pub fn validate(
     let outputs = v.outputs();
     v.cycles(&edges);
     if !v.issues.is_empty() {
+        sort_issues(&mut v.issues);
         return Err(v.issues);
     }
     let warnings = v.warnings;
@@ -269,6 +270,12 @@ impl<'p> Validator<'p> {
         step: &Step,
         slots: &HashMap<String, (usize, bool)>,
     ) -> Option<Template> {
+        let plan = self.plan;
+        let known = |name: &str| plan.steps.iter().any(|s| s.id == name);
+        let prose = |r: &RawRef| {
+            r.text.starts_with("$<") && matches!(&r.root, RawRoot::Step(name) if !known(name))
+        };
+        let args = step.args.literalize(&prose);
         let base = format!("steps[{i}].args");
         let mut map = |raw: &RawRef, below: &str| -> Option<Ref> {
             let at = format!("{base}{below}");
@@ -310,9 +317,6 @@ impl<'p> Validator<'p> {
                 query: raw.query.clone(),
             })
         };
-        let known = |name: &str| self.plan.steps.iter().any(|s| s.id == name);
-        let prose = |r: &RawRef| r.text.starts_with("$<") && matches!(&r.root, RawRoot::Step(name) if !known(name));
-        let args = step.args.literalize(&prose);
         args.map_refs(&mut map)
     }
 
@@ -520,6 +524,8 @@ impl<'p> Validator<'p> {
                         // The stack runs waiter → waited-for; data flows the other way.
                         let mut cycle: Vec<usize> = stack[from..].iter().map(|(n, _)| *n).collect();
                         cycle.reverse();
+                        let first = (0..cycle.len()).min_by_key(|k| cycle[*k]).unwrap_or(0);
+                        cycle.rotate_left(first);
                         let mut key = cycle.clone();
                         key.sort_unstable();
                         if reported.contains(&key) {

@@ -37,8 +37,16 @@ fn object(properties: Value, required: &[&str]) -> Value {
 /// The built-in demo servers' catalog, as planmux exports it.
 fn demo_catalog() -> Vec<ToolSpec> {
     vec![
-        spec("metrics", "list_metrics", object(json!({"category": {"type": "string"}}), &[])),
-        spec("metrics", "query_metric", object(json!({"name": {"type": "string"}}), &["name"])),
+        spec(
+            "metrics",
+            "list_metrics",
+            object(json!({"category": {"type": "string"}}), &[]),
+        ),
+        spec(
+            "metrics",
+            "query_metric",
+            object(json!({"name": {"type": "string"}}), &["name"]),
+        ),
         spec(
             "metrics",
             "check_threshold",
@@ -61,12 +69,39 @@ fn demo_catalog() -> Vec<ToolSpec> {
                 "longitude": {"type": "number"}
             }}),
         ),
-        spec("weather", "compare", object(json!({"a": {}, "b": {}}), &["a", "b"])),
-        spec("files", "write_file", object(json!({"path": {"type": "string"}, "content": {"type": "string"}}), &["path", "content"])),
-        spec("files", "read_file", object(json!({"path": {"type": "string"}}), &["path"])),
-        spec("chaos", "echo", json!({"type": "object", "properties": {"input": {}, "message": {"type": "string"}}})),
-        spec("chaos", "fail", json!({"type": "object", "properties": {"message": {"type": "string"}}})),
-        spec("chaos", "sleep", object(json!({"ms": {"type": "integer"}}), &["ms"])),
+        spec(
+            "weather",
+            "compare",
+            object(json!({"a": {}, "b": {}}), &["a", "b"]),
+        ),
+        spec(
+            "files",
+            "write_file",
+            object(
+                json!({"path": {"type": "string"}, "content": {"type": "string"}}),
+                &["path", "content"],
+            ),
+        ),
+        spec(
+            "files",
+            "read_file",
+            object(json!({"path": {"type": "string"}}), &["path"]),
+        ),
+        spec(
+            "chaos",
+            "echo",
+            json!({"type": "object", "properties": {"input": {}, "message": {"type": "string"}}}),
+        ),
+        spec(
+            "chaos",
+            "fail",
+            json!({"type": "object", "properties": {"message": {"type": "string"}}}),
+        ),
+        spec(
+            "chaos",
+            "sleep",
+            object(json!({"ms": {"type": "integer"}}), &["ms"]),
+        ),
         // Two servers offering one bare name, for ambiguity.
         spec("files", "status", json!({"type": "object"})),
         spec("chaos", "status", json!({"type": "object"})),
@@ -76,12 +111,28 @@ fn demo_catalog() -> Vec<ToolSpec> {
 /// Tools named in the seeds' own examples, on a server `seed`, with open schemas.
 fn seed_catalog() -> Vec<ToolSpec> {
     let tools = [
-        "get_weather", "compare_data", "summarize", "flaky_api", "reliable_api", "process", "list_metrics",
-        "query_metric", "check_threshold", "fetchUserProfile", "summarizeProfile", "detectLanguage",
-        "isEnglish", "translateText", "processPayment", "confirmOrder", "reportFailure",
+        "get_weather",
+        "compare_data",
+        "summarize",
+        "flaky_api",
+        "reliable_api",
+        "process",
+        "list_metrics",
+        "query_metric",
+        "check_threshold",
+        "fetchUserProfile",
+        "summarizeProfile",
+        "detectLanguage",
+        "isEnglish",
+        "translateText",
+        "processPayment",
+        "confirmOrder",
+        "reportFailure",
     ];
-    let mut specs: Vec<ToolSpec> =
-        tools.iter().map(|t| spec("seed", t, json!({"type": "object"}))).collect();
+    let mut specs: Vec<ToolSpec> = tools
+        .iter()
+        .map(|t| spec("seed", t, json!({"type": "object"})))
+        .collect();
     specs.push(spec("weather", "get-forecast", json!({"type": "object"})));
     specs.push(spec("files", "write_file", json!({"type": "object"})));
     specs

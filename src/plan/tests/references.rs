@@ -49,7 +49,11 @@ fn check(arg: Value, expected: Value, warnings: usize) {
 
 #[test]
 fn whole_values_are_typed() {
-    check(json!("$ref:list"), outputs()[&StepId::new("list")].clone(), 0);
+    check(
+        json!("$ref:list"),
+        outputs()[&StepId::new("list")].clone(),
+        0,
+    );
     check(json!("$ref:list.count"), json!(3), 0);
     check(json!("$ref:list.metrics[0].name"), json!("cpu_usage"), 0);
     check(json!("$ref:cpu.current"), json!(72.5), 0);
@@ -75,9 +79,17 @@ fn paths_steps_result_and_input() {
     check(json!("$ref:list.metrics.0.name"), json!("cpu_usage"), 0);
     check(json!("$ref:steps[1].current"), json!(72.5), 0);
     check(json!("$ref:steps[1].result.current"), json!(72.5), 0);
-    check(json!({"$ref": "steps[0].result.metrics[0].name"}), json!("cpu_usage"), 0);
+    check(
+        json!({"$ref": "steps[0].result.metrics[0].name"}),
+        json!("cpu_usage"),
+        0,
+    );
     check(json!("${steps[3].result}"), json!(42), 0);
-    check(json!("$ref:cpu.result"), outputs()[&StepId::new("cpu")].clone(), 0);
+    check(
+        json!("$ref:cpu.result"),
+        outputs()[&StepId::new("cpu")].clone(),
+        0,
+    );
     check(json!("$ref:cpu.result.result"), json!("inner"), 0);
     check(json!("${input.city}"), json!("Paris"), 0);
     check(json!("$ref:input.days"), json!(3), 0);
@@ -85,15 +97,31 @@ fn paths_steps_result_and_input() {
     check(json!("†input.city"), json!("Paris"), 0);
     check(json!(r#"$ref:cpu["a.b"]"#), json!(1), 0);
     check(json!("${cpu['x y']}"), json!("sp"), 0);
-    check(json!(["$ref:n", {"k": "${cpu.unit}"}, 1]), json!([42, {"k": "%"}, 1]), 0);
+    check(
+        json!(["$ref:n", {"k": "${cpu.unit}"}, 1]),
+        json!([42, {"k": "%"}, 1]),
+        0,
+    );
 }
 
 #[test]
 fn splicing_into_text() {
-    check(json!("CPU is ${cpu.current}${cpu.unit}"), json!("CPU is 72.5%"), 0);
-    check(json!("${cpu.name} and ${list.metrics[1].name}"), json!("cpu_usage and memory_usage"), 0);
+    check(
+        json!("CPU is ${cpu.current}${cpu.unit}"),
+        json!("CPU is 72.5%"),
+        0,
+    );
+    check(
+        json!("${cpu.name} and ${list.metrics[1].name}"),
+        json!("cpu_usage and memory_usage"),
+        0,
+    );
     check(json!("pair: ${cpu.nested[0]}"), json!("pair: [1,2]"), 0);
-    check(json!("Weather for ${input.city} in ${input.days} days"), json!("Weather for Paris in 3 days"), 0);
+    check(
+        json!("Weather for ${input.city} in ${input.days} days"),
+        json!("Weather for Paris in 3 days"),
+        0,
+    );
     check(json!("${cpu.ok}!"), json!("true!"), 0);
     check(json!("say $<text>"), json!("say Sunny, 22°C"), 0);
 }
@@ -111,26 +139,54 @@ fn missing_paths_yield_null_and_a_warning() {
 #[test]
 fn jsonpath_selects_and_filters() {
     let names = json!(["cpu_usage", "memory_usage"]);
-    check(json!({"$ref": "list", "jsonpath": "$.metrics[?@.category=='compute'].name"}), names, 0);
+    check(
+        json!({"$ref": "list", "jsonpath": "$.metrics[?@.category=='compute'].name"}),
+        names,
+        0,
+    );
     check(
         json!({"$ref": "list.metrics", "jsonpath": "$[?@.name=='disk']"}),
         json!([{"name": "disk", "category": "storage"}]),
         0,
     );
     check(json!({"$ref": "list", "jsonpath": "$.count"}), json!(3), 0);
-    check(json!("$ref:list | $.metrics[*].name"), json!(["cpu_usage", "memory_usage", "disk"]), 0);
-    check(json!("$ref:list|$..name"), json!(["cpu_usage", "memory_usage", "disk"]), 0);
-    check(json!({"$ref": "list", "jsonpath": "$.metrics[?@.category=='gpu'].name"}), json!([]), 0);
-    check(json!({"$ref": "list", "jsonpath": "$.nothing"}), json!(null), 1);
+    check(
+        json!("$ref:list | $.metrics[*].name"),
+        json!(["cpu_usage", "memory_usage", "disk"]),
+        0,
+    );
+    check(
+        json!("$ref:list|$..name"),
+        json!(["cpu_usage", "memory_usage", "disk"]),
+        0,
+    );
+    check(
+        json!({"$ref": "list", "jsonpath": "$.metrics[?@.category=='gpu'].name"}),
+        json!([]),
+        0,
+    );
+    check(
+        json!({"$ref": "list", "jsonpath": "$.nothing"}),
+        json!(null),
+        1,
+    );
 }
 
 #[test]
 fn literal_dollars_and_escapes() {
     check(json!("costs $5"), json!("costs $5"), 0);
     check(json!("$HOME/bin"), json!("$HOME/bin"), 0);
-    check(json!("price: $ 10, $$ and $"), json!("price: $ 10, $$ and $"), 0);
+    check(
+        json!("price: $ 10, $$ and $"),
+        json!("price: $ 10, $$ and $"),
+        0,
+    );
     check(json!("$${cpu.name}"), json!("${cpu.name}"), 0);
-    check(json!("literal $${ and ${cpu.unit}"), json!("literal ${ and %"), 0);
+    check(
+        json!("literal $${ and ${cpu.unit}"),
+        json!("literal ${ and %"),
+        0,
+    );
     check(json!("$$<cpu.name>"), json!("$<cpu.name>"), 0);
     check(json!("$$ref:cpu"), json!("$ref:cpu"), 0);
     check(json!("a $< b"), json!("a $< b"), 0);
@@ -139,6 +195,10 @@ fn literal_dollars_and_escapes() {
     check(json!("$<b>"), json!("$<b>"), 0);
     check(json!("<$<b> $<cpu.unit>>"), json!("<$<b> %>"), 0);
     check(json!("ref:cpu"), json!("ref:cpu"), 0);
-    check(json!({"$ref": "#/definitions/x"}), json!({"$ref": "#/definitions/x"}), 0);
+    check(
+        json!({"$ref": "#/definitions/x"}),
+        json!({"$ref": "#/definitions/x"}),
+        0,
+    );
     check(json!("†unknown.thing"), json!("†unknown.thing"), 0);
 }

@@ -1,0 +1,146 @@
+//! Writing a parsed plan back out in the canonical form of docs/plan-language.md,
+//! whatever dialect it came in: for records, `planmux validate`, and tests that pin
+//! what each seed dialect means.
+
+use serde_json::{Map, Value, json};
+
+use super::model::{Plan, Step};
+use super::refs::{RawRef, RawRoot, format_path};
+use super::template::{Piece, Template};
+
+impl RawRef {
+    /// The reference in canonical text: `STEP.PATH`, `steps[N].PATH` or `input.PATH`
+    /// (state slots keep their seed form, `†state.slot.PATH`).
+    pub fn canonical(&self) -> String {
+        let root = match &self.root {
+            RawRoot::Step(id) => id.clone(),
+            RawRoot::Index(n) => format!("steps[{n}]"),
+            RawRoot::Input => "input".to_owned(),
+            RawRoot::State(slot) => format!("†state.{slot}"),
+        };
+        format!("{root}{}", format_path(&self.path))
+    }
+
+    fn whole_value(&self) -> Value {
+        let body = self.canonical();
+        match (&self.root, &self.query) {
+            (RawRoot::State(_), _) => Value::String(body),
+            (_, Some(query)) => json!({"$ref": body, "jsonpath": query.as_str()}),
+            (_, None) => Value::String(format!("$ref:{body}")),
+        }
+    }
+}
+
+impl Template<RawRef> {
+    /// The template as JSON in canonical syntax: whole references as `"$ref:…"` (or
+    /// the object form when they carry a JSONPath), spliced ones as `${…}`, and literal
+    /// text with `$${` escapes where it needs them.
+    pub fn to_canonical(&self) -> Value {
+        match self {
+            Template::Literal(value) => escape_value(value),
+            Template::Ref(r) => r.whole_value(),
+            Template::Text(pieces) => Value::String(
+                pieces
+                    .iter()
+                    .map(|piece| match piece {
+                        Piece::Text(text) => escape_text(text),
+                        Piece::Ref(r) => format!("${{{}}}", r.canonical()),
+                    })
+                    .collect(),
+            ),
+            Template::Array(items) => {
+                Value::Array(items.iter().map(Template::to_canonical).collect())
+            }
+            Template::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.to_canonical()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Escapes literal text so that it reads back as the same text.
+fn escape_text(text: &str) -> String {
+    let text = text.replace("${", "$${").replace("$<", "$$<");
+    match text.strip_prefix("$ref:") {
+        Some(rest) => format!("$$ref:{rest}"),
+        None => text,
+    }
+}
+
+fn escape_value(value: &Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(escape_text(text)),
+        Value::Array(items) => Value::Array(items.iter().map(escape_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), escape_value(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+impl Step {
+    /// The step in canonical form; fields at their defaults are left out.
+    pub fn to_canonical(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("id".into(), Value::String(self.id.clone()));
+        map.insert("tool".into(), Value::String(self.tool.clone()));
+        if let Some(server) = &self.server {
+            map.insert("server".into(), Value::String(server.clone()));
+        }
+        map.insert("args".into(), self.args.to_canonical());
+        if !self.depends_on.is_empty() {
+            map.insert("depends_on".into(), json!(self.depends_on));
+        }
+        if let Some(ms) = self.timeout_ms {
+            map.insert("timeout_ms".into(), json!(ms));
+        }
+        if self.retries > 0 {
+            map.insert("retries".into(), json!(self.retries));
+        }
+        if self.retry_unsafe {
+            map.insert("retry_unsafe".into(), json!(true));
+        }
+        if let Some(pipe) = &self.pipe_to {
+            map.insert("pipe_to".into(), json!(pipe));
+        }
+        if let Some(slots) = &self.output_slots {
+            let path = match &slots.error {
+                Some(error) => format!("†state.{} || †state.{error}", slots.success),
+                None => format!("†state.{}", slots.success),
+            };
+            map.insert("output_path".into(), Value::String(path));
+        }
+        Value::Object(map)
+    }
+}
+
+impl Plan {
+    /// The plan in canonical form (strategy and on_error always written out).
+    pub fn to_canonical(&self) -> Value {
+        let mut map = Map::new();
+        if let Some(goal) = &self.goal {
+            map.insert("goal".into(), Value::String(goal.clone()));
+        }
+        map.insert("strategy".into(), json!(self.strategy.as_str()));
+        map.insert(
+            "steps".into(),
+            Value::Array(self.steps.iter().map(Step::to_canonical).collect()),
+        );
+        if let Some(outputs) = &self.outputs {
+            map.insert("outputs".into(), json!(outputs));
+        }
+        map.insert("on_error".into(), json!(self.on_error.as_str()));
+        if self.inputs.as_object().is_some_and(|m| !m.is_empty()) {
+            map.insert("inputs".into(), self.inputs.clone());
+        }
+        if let Some(ms) = self.timeout_ms {
+            map.insert("timeout_ms".into(), json!(ms));
+        }
+        Value::Object(map)
+    }
+}

@@ -1,0 +1,383 @@
+//! Tool lookup, output values, dependencies, pipes, state slots, schedules and pictures.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::super::{
+    DependencyKind, EXECUTE_PLAN_DESCRIPTION, OnError, RefSource, StepId, Strategy, ToolMatch,
+    ToolOutcome, dot, execute_plan_input_schema, mermaid, output_value, resolve_tool, schedule,
+    tool_outcome,
+};
+use super::{demo_catalog, seed_catalog, snapshot_settings, valid};
+
+fn lookup(server: Option<&str>, name: &str) -> Result<String, String> {
+    let tools = demo_catalog();
+    match resolve_tool(&tools, server, name) {
+        ToolMatch::Found(spec) => Ok(spec.exported.clone()),
+        ToolMatch::Unknown(near) => Err(format!("unknown: {}", near.join(","))),
+        ToolMatch::Ambiguous(all) => Err(format!("ambiguous: {}", all.join(","))),
+    }
+}
+
+#[test]
+fn tool_names_resolve() {
+    let found = |s: &str| Ok::<String, String>(s.to_owned());
+    assert_eq!(
+        lookup(None, "metrics__query_metric"),
+        found("metrics__query_metric")
+    );
+    assert_eq!(
+        lookup(Some("metrics"), "query_metric"),
+        found("metrics__query_metric")
+    );
+    assert_eq!(
+        lookup(Some("metrics-server"), "query_metric"),
+        found("metrics__query_metric")
+    );
+    assert_eq!(
+        lookup(Some("weather_server"), "get-forecast"),
+        found("weather__get_forecast")
+    );
+    assert_eq!(
+        lookup(None, "weather-server:get-forecast"),
+        found("weather__get_forecast")
+    );
+    assert_eq!(
+        lookup(None, "check_threshold"),
+        found("metrics__check_threshold")
+    );
+    assert_eq!(
+        lookup(None, "Check-Threshold"),
+        found("metrics__check_threshold")
+    );
+    assert_eq!(
+        lookup(Some("filesystem-server"), "write_file"),
+        found("files__write_file")
+    );
+    assert_eq!(lookup(Some("files"), "status"), found("files__status"));
+    assert_eq!(
+        lookup(None, "status"),
+        Err("ambiguous: chaos__status,files__status".into())
+    );
+    assert_eq!(
+        lookup(None, "query_metrics"),
+        Err("unknown: metrics__query_metric".into())
+    );
+    assert_eq!(lookup(Some("metrics"), "echo"), Err("unknown: ".into()));
+}
+
+#[test]
+fn output_values_from_tool_results() {
+    let cases = [
+        (
+            json!({"content": [{"type": "text", "text": "{\"a\":1}"}], "structuredContent": {"b": 2}}),
+            json!({"b": 2}),
+        ),
+        (
+            json!({"content": [{"type": "text", "text": "{\"a\": [1, 2]}"}]}),
+            json!({"a": [1, 2]}),
+        ),
+        (
+            json!({"content": [{"type": "text", "text": "Sunny, 22°C"}]}),
+            json!("Sunny, 22°C"),
+        ),
+        (
+            json!({"content": [{"type": "text", "text": "42"}]}),
+            json!(42),
+        ),
+        (
+            json!({"content": [{"type": "text", "text": "[1,"}, {"type": "text", "text": "2]"}]}),
+            json!([1, 2]),
+        ),
+        (
+            json!({"content": [{"type": "text", "text": "line 1"}, {"type": "text", "text": "line 2"}]}),
+            json!("line 1\nline 2"),
+        ),
+        (
+            json!({"content": [{"type": "image", "data": "AAA=", "mimeType": "image/png"}]}),
+            json!([{"type": "image", "data": "AAA=", "mimeType": "image/png"}]),
+        ),
+        (json!({"content": []}), json!(null)),
+        (
+            json!({"structuredContent": null, "content": [{"type": "text", "text": ""}]}),
+            json!(""),
+        ),
+        (json!("not a result"), json!(null)),
+    ];
+    for (result, expected) in cases {
+        assert_eq!(output_value(&result), expected, "{result}");
+    }
+    let failed = json!({"isError": true, "content": [{"type": "text", "text": "card declined"}]});
+    assert_eq!(
+        tool_outcome(&failed),
+        ToolOutcome::Failure {
+            message: "card declined".into(),
+            value: json!("card declined")
+        }
+    );
+    let silent = json!({"isError": true, "content": []});
+    assert!(
+        matches!(tool_outcome(&silent), ToolOutcome::Failure { message, .. } if message.contains("without a message"))
+    );
+    assert_eq!(
+        tool_outcome(&json!({"content": [{"type": "text", "text": "ok"}]})),
+        ToolOutcome::Success(json!("ok"))
+    );
+}
+
+fn cpu_plan() -> Value {
+    json!({
+        "goal": "Check if CPU usage exceeds 80%",
+        "strategy": "auto",
+        "steps": [
+            {"id": "list", "tool": "metrics__list_metrics", "args": {"category": "compute"}},
+            {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "$ref:list.metrics[0].name"}},
+            {"id": "check", "tool": "metrics__check_threshold",
+             "args": {"metric": "${cpu.name}", "value": "$ref:cpu.current", "threshold": 80, "op": "gt"}}
+        ],
+        "outputs": ["check"],
+        "on_error": "fail_forward"
+    })
+}
+
+#[test]
+fn design_example_validates_and_resolves() {
+    let plan = valid(cpu_plan());
+    assert_eq!(plan.strategy(), Strategy::Auto);
+    assert_eq!(plan.on_error(), OnError::FailForward);
+    assert_eq!(plan.outputs(), vec![StepId::new("check")]);
+    let check = &plan.steps()[2];
+    assert_eq!(
+        (check.server.as_str(), check.tool.as_str()),
+        ("metrics", "check_threshold")
+    );
+    let waits: Vec<&str> = check.waits_for().map(StepId::as_str).collect();
+    assert_eq!(waits, ["cpu"]);
+    let outputs = HashMap::from([(
+        StepId::new("cpu"),
+        json!({"name": "cpu_usage", "current": 72.5}),
+    )]);
+    let (args, warnings) = plan.resolve_args_from(&StepId::new("check"), &outputs, &HashMap::new());
+    assert_eq!(
+        args,
+        json!({"metric": "cpu_usage", "value": 72.5, "threshold": 80, "op": "gt"})
+    );
+    assert!(warnings.is_empty());
+}
+
+#[test]
+fn chained_pipes_the_previous_output() {
+    let plan = valid(json!({"strategy": "chained", "steps": [
+        {"id": "a", "tool": "chaos__echo", "args": {"message": "hi"}},
+        {"id": "b", "tool": "chaos__echo"},
+        {"id": "c", "tool": "chaos__echo", "args": {"input": "mine"}},
+        {"id": "d", "tool": "files__write_file", "pipe_to": "content", "args": {"path": "out.txt"}}
+    ]}));
+    let outputs = HashMap::from([
+        (StepId::new("a"), json!({"said": "hi"})),
+        (StepId::new("c"), json!("from c")),
+    ]);
+    let resolve = |id: &str| plan.resolve_args_from(&StepId::new(id), &outputs, &HashMap::new());
+    assert_eq!(resolve("b").0, json!({"input": {"said": "hi"}}));
+    assert_eq!(resolve("c").0, json!({"input": "mine"}));
+    assert_eq!(
+        resolve("d").0,
+        json!({"path": "out.txt", "content": "from c"})
+    );
+    let kinds: Vec<DependencyKind> = plan
+        .steps()
+        .iter()
+        .flat_map(|s| s.depends_on.iter().map(|d| d.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            DependencyKind::Output,
+            DependencyKind::Sequence,
+            DependencyKind::Output
+        ]
+    );
+    let (missing, warnings) =
+        plan.resolve_args_from(&StepId::new("b"), &HashMap::new(), &HashMap::new());
+    assert_eq!((missing, warnings.len()), (json!({"input": null}), 1));
+}
+
+#[test]
+fn state_slots_route_success_and_caught_errors() {
+    let plan = super::super::prepare(
+        &json!({"inputs": {"amount": 50}, "plan": [
+            {"_tool": "processPayment", "amount": "†input.amount", "_outputPath": "†state.receipt || †state.error"},
+            {"_tool": "confirmOrder", "receipt": "†state.receipt"},
+            {"_tool": "reportFailure", "error": "†state.error"}
+        ]}),
+        &seed_catalog(),
+        &super::super::Limits::default(),
+    )
+    .map_err(|i| super::super::render_issues(&i));
+    let Ok(plan) = plan else { panic!("{plan:?}") };
+    let deps: Vec<Vec<(String, DependencyKind)>> = plan
+        .steps()
+        .iter()
+        .map(|s| {
+            s.depends_on
+                .iter()
+                .map(|d| (d.step.to_string(), d.kind))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        deps,
+        vec![
+            vec![],
+            vec![("s1".into(), DependencyKind::Output)],
+            vec![("s1".into(), DependencyKind::Error)]
+        ]
+    );
+    assert!(plan.steps()[0].catches_errors());
+    let error = json!({"code": "card_declined"});
+    let lookup = |source: &RefSource| match source {
+        RefSource::Error(id) if id.as_str() == "s1" => Some(&error),
+        _ => None,
+    };
+    assert_eq!(
+        plan.resolve_args(&StepId::new("s3"), &lookup).0,
+        json!({"error": {"code": "card_declined"}})
+    );
+    assert_eq!(
+        plan.resolve_args(&StepId::new("s1"), &lookup).0,
+        json!({"amount": 50})
+    );
+}
+
+#[test]
+fn state_slot_reads_the_latest_earlier_writer() {
+    let plan = super::super::prepare(
+        &json!([
+            {"_tool": "detectLanguage", "text": "a", "_outputPath": "†state.x"},
+            {"_tool": "isEnglish", "v": "†state.x.lang", "_outputPath": "†state.x"},
+            {"_tool": "translateText", "v": "†state.x"}
+        ]),
+        &seed_catalog(),
+        &super::super::Limits::default(),
+    );
+    let Ok(plan) = plan else { panic!("{plan:?}") };
+    let waits: Vec<Vec<&str>> = plan
+        .steps()
+        .iter()
+        .map(|s| s.waits_for().map(StepId::as_str).collect())
+        .collect();
+    assert_eq!(waits, vec![vec![], vec!["s1"], vec!["s2"]]);
+}
+
+fn diamond() -> Value {
+    json!({"goal": "diamond", "steps": [
+        {"id": "top", "tool": "chaos__echo"},
+        {"id": "left", "tool": "chaos__sleep", "args": {"ms": "$ref:top.ms"}},
+        {"id": "right", "tool": "chaos__echo", "args": {"input": "${top}"}},
+        {"id": "deep", "tool": "chaos__echo", "args": {"input": "$ref:right"}},
+        {"id": "bottom", "tool": "chaos__echo", "depends_on": ["left"], "args": {"input": ["$ref:deep"]}},
+        {"id": "alone", "tool": "metrics__list_metrics", "retries": 2},
+        {"id": "unsafe", "tool": "chaos__fail", "retries": 3}
+    ], "outputs": ["bottom", "alone"]})
+}
+
+#[test]
+fn schedule_levels_waits_and_critical_path() {
+    let plan = valid(diamond());
+    let sched = schedule(&plan);
+    let names = |ids: Vec<StepId>| ids.into_iter().map(|i| i.to_string()).collect::<Vec<_>>();
+    let levels: Vec<Vec<String>> = sched.levels().into_iter().map(names).collect();
+    assert_eq!(
+        levels,
+        vec![
+            vec!["top", "alone", "unsafe"],
+            vec!["left", "right"],
+            vec!["deep"],
+            vec!["bottom"]
+        ]
+    );
+    assert_eq!(
+        names(sched.waits_for(&StepId::new("bottom"))),
+        ["left", "deep"]
+    );
+    assert_eq!(
+        names(sched.critical_path()),
+        ["top", "right", "deep", "bottom"]
+    );
+    let durations = |id: &StepId| if id.as_str() == "left" { 500 } else { 10 };
+    let (path, total) = sched.critical_path_weighted(&durations);
+    assert_eq!(
+        (names(path), total),
+        (vec!["top".to_owned(), "left".into(), "bottom".into()], 520)
+    );
+    assert_eq!(plan.steps()[5].retries, 2);
+    assert_eq!(plan.steps()[6].retries, 0);
+    let text = sched.render_text(&plan);
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("schedule_text", text);
+        insta::assert_snapshot!("schedule_mermaid", mermaid(&plan));
+        insta::assert_snapshot!("schedule_dot", dot(&plan));
+    });
+}
+
+#[test]
+fn schedule_of_the_design_example() {
+    let plan = valid(cpu_plan());
+    let text = schedule(&plan).render_text(&plan);
+    snapshot_settings().bind(|| insta::assert_snapshot!("schedule_design_example", text));
+}
+
+#[test]
+fn sequential_schedule_is_a_line() {
+    let plan = valid(json!({"strategy": "sequential", "steps": [
+        {"tool": "chaos__echo"}, {"tool": "chaos__echo"}, {"tool": "chaos__echo", "args": {"input": "$ref:s1"}}
+    ]}));
+    let sched = schedule(&plan);
+    assert_eq!(sched.levels().len(), 3);
+    let kinds: Vec<(String, DependencyKind)> = plan.steps()[2]
+        .depends_on
+        .iter()
+        .map(|d| (d.step.to_string(), d.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("s1".to_owned(), DependencyKind::Output),
+            ("s2".to_owned(), DependencyKind::Sequence)
+        ]
+    );
+}
+
+#[test]
+fn competitive_schedule_is_flat() {
+    let plan = valid(json!({"strategy": "Competitive", "steps": [
+        {"tool": "weather__get_forecast", "args": {"location": "Oslo"}},
+        {"tool": "chaos__echo", "args": {"input": "Oslo"}}
+    ]}));
+    assert_eq!(schedule(&plan).levels().len(), 1);
+}
+
+#[test]
+fn description_and_schema() {
+    // About 4 characters a token: keep the description near 400 tokens.
+    assert!(
+        EXECUTE_PLAN_DESCRIPTION.len() < 1900,
+        "{}",
+        EXECUTE_PLAN_DESCRIPTION.len()
+    );
+    // Its example is a valid plan against the demo catalog.
+    let start = EXECUTE_PLAN_DESCRIPTION.find("{\"goal\"").unwrap_or(0);
+    let end = EXECUTE_PLAN_DESCRIPTION
+        .find("\"outputs\": [\"check\"]}")
+        .map_or(0, |e| e + 21);
+    let example: Value =
+        serde_json::from_str(&EXECUTE_PLAN_DESCRIPTION[start..end]).unwrap_or(Value::Null);
+    valid(example);
+    let schema = execute_plan_input_schema();
+    assert_eq!(schema["properties"]["strategy"]["enum"][3], "chained");
+    assert_eq!(
+        schema["properties"]["plan"]["type"],
+        json!(["string", "object"])
+    );
+}

@@ -1,0 +1,276 @@
+//! The seeds' own example plans, exactly as written there, normalise to the canonical
+//! plan we expect and validate against a catalog holding the seeds' tools.
+
+use serde_json::{Value, json};
+
+use super::super::{Limits, parse, prepare, render_issues};
+use super::seed_catalog;
+
+/// Parses `seed`, compares its canonical form with `expected`, and validates it.
+fn check(seed: Value, expected: Value) {
+    let plan = match parse(&seed) {
+        Ok(plan) => plan,
+        Err(issues) => panic!("seed did not parse:\n{}", render_issues(&issues)),
+    };
+    assert_eq!(plan.to_canonical(), expected);
+    if let Err(issues) = prepare(&seed, &seed_catalog(), &Limits::default()) {
+        panic!("seed did not validate:\n{}", render_issues(&issues));
+    }
+    // The canonical form reads back as the same plan.
+    let again = parse(&expected)
+        .map(|p| p.to_canonical())
+        .map_err(|i| render_issues(&i));
+    assert_eq!(again, Ok(expected));
+}
+
+#[test]
+fn seed_000_weather_comparison() {
+    let seed = json!({
+      "steps": [
+        {"id": "weather_tokyo", "tool": "get_weather", "arguments": "{\"location\": \"Tokyo\"}"},
+        {"id": "weather_london", "tool": "get_weather", "arguments": "{\"location\": \"London\"}"},
+        {"id": "comparison", "tool": "compare_data",
+         "arguments": "{\"data_a\": \"$ref:weather_tokyo\", \"data_b\": \"$ref:weather_london\"}"}
+      ],
+      "output_steps": ["comparison"]
+    });
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "weather_tokyo", "tool": "get_weather", "args": {"location": "Tokyo"}},
+            {"id": "weather_london", "tool": "get_weather", "args": {"location": "London"}},
+            {"id": "comparison", "tool": "compare_data",
+             "args": {"data_a": "$ref:weather_tokyo", "data_b": "$ref:weather_london"}}
+        ],
+        "outputs": ["comparison"],
+        "on_error": "fail_forward"
+    });
+    check(seed, expected);
+}
+
+#[test]
+fn seed_000_parallel_summary() {
+    let seed = json!({
+      "steps": [
+        {"id": "a", "tool": "get_weather", "arguments": "{\"location\": \"Tokyo\"}"},
+        {"id": "b", "tool": "get_weather", "arguments": "{\"location\": \"London\"}"},
+        {"id": "c", "tool": "get_weather", "arguments": "{\"location\": \"Paris\"}"},
+        {"id": "summary", "tool": "summarize", "arguments": "{\"data\": [\"$ref:a\", \"$ref:b\", \"$ref:c\"]}"}
+      ],
+      "output_steps": ["summary"]
+    });
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "a", "tool": "get_weather", "args": {"location": "Tokyo"}},
+            {"id": "b", "tool": "get_weather", "args": {"location": "London"}},
+            {"id": "c", "tool": "get_weather", "args": {"location": "Paris"}},
+            {"id": "summary", "tool": "summarize", "args": {"data": ["$ref:a", "$ref:b", "$ref:c"]}}
+        ],
+        "outputs": ["summary"],
+        "on_error": "fail_forward"
+    });
+    check(seed, expected);
+}
+
+#[test]
+fn seed_000_fail_forward() {
+    let seed = json!({
+      "steps": [
+        {"id": "s1", "tool": "flaky_api", "arguments": "{}"},
+        {"id": "s2", "tool": "reliable_api", "arguments": "{}"},
+        {"id": "s3", "tool": "process", "arguments": "{\"data\": \"$ref:s1\"}"}
+      ],
+      "output_steps": ["s2", "s3"]
+    });
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "s1", "tool": "flaky_api", "args": {}},
+            {"id": "s2", "tool": "reliable_api", "args": {}},
+            {"id": "s3", "tool": "process", "args": {"data": "$ref:s1"}}
+        ],
+        "outputs": ["s2", "s3"],
+        "on_error": "fail_forward"
+    });
+    check(seed, expected);
+}
+
+fn seed_001_plan() -> Value {
+    json!({
+      "goal": "Check if CPU usage exceeds 80%",
+      "steps": [
+        {
+          "tool": "list_metrics",
+          "args": { "category": "compute" },
+          "description": "Get available compute metrics"
+        },
+        {
+          "tool": "query_metric",
+          "args": { "name": { "$ref": "steps[0].result.metrics[0].name" } },
+          "description": "Query the first compute metric"
+        },
+        {
+          "tool": "check_threshold",
+          "args": {
+            "metric_name": { "$ref": "steps[0].result.metrics[0].name" },
+            "threshold": "80",
+            "operator": "gt"
+          },
+          "description": "Check if above 80%"
+        }
+      ]
+    })
+}
+
+#[test]
+fn seed_001_cpu_check() {
+    let expected = json!({
+        "goal": "Check if CPU usage exceeds 80%",
+        "strategy": "auto",
+        "steps": [
+            {"id": "s1", "tool": "list_metrics", "args": {"category": "compute"}},
+            {"id": "s2", "tool": "query_metric", "args": {"name": "$ref:steps[0].metrics[0].name"}},
+            {"id": "s3", "tool": "check_threshold", "args": {
+                "metric_name": "$ref:steps[0].metrics[0].name", "threshold": "80", "operator": "gt"
+            }}
+        ],
+        "on_error": "fail_forward"
+    });
+    check(seed_001_plan(), expected.clone());
+    // The seed sends it as {"plan": "<json>"}.
+    let as_string = json!({"plan": seed_001_plan().to_string()});
+    check(as_string, expected);
+}
+
+#[test]
+fn seed_002_weather_to_file() {
+    let seed = json!({
+      "planType": "SEQUENTIAL",
+      "steps": [
+        {
+          "id": "step1",
+          "serverId": "weather-server",
+          "toolName": "get-forecast",
+          "parameters": {
+            "latitude": 40.7128,
+            "longitude": -74.0060
+          },
+          "dependencies": []
+        },
+        {
+          "id": "step2",
+          "serverId": "filesystem-server",
+          "toolName": "write_file",
+          "parameters": {
+            "path": "documents/weather.txt",
+            "content": "${step1.result}"
+          },
+          "dependencies": ["step1"]
+        }
+      ]
+    });
+    let expected = json!({
+        "strategy": "sequential",
+        "steps": [
+            {"id": "step1", "tool": "get-forecast", "server": "weather-server",
+             "args": {"latitude": 40.7128, "longitude": -74.0060}},
+            {"id": "step2", "tool": "write_file", "server": "filesystem-server",
+             "args": {"path": "documents/weather.txt", "content": "$ref:step1"},
+             "depends_on": ["step1"]}
+        ],
+        "on_error": "fail_forward"
+    });
+    check(seed, expected);
+}
+
+#[test]
+fn seed_002_variable_substitution() {
+    let seed = json!({
+      "steps": [
+        {"id": "get_weather", "toolName": "weather_query", "parameters": {"location": "NYC"}},
+        {"id": "save_weather", "toolName": "write_file",
+         "parameters": {"path": "weather.txt", "content": "${get_weather.result}"},
+         "dependencies": ["get_weather"]}
+      ]
+    });
+    let plan = parse(&seed)
+        .map(|p| p.to_canonical())
+        .map_err(|i| render_issues(&i));
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "get_weather", "tool": "weather_query", "args": {"location": "NYC"}},
+            {"id": "save_weather", "tool": "write_file",
+             "args": {"path": "weather.txt", "content": "$ref:get_weather"}, "depends_on": ["get_weather"]}
+        ],
+        "on_error": "fail_forward"
+    });
+    assert_eq!(plan, Ok(expected));
+}
+
+#[test]
+fn seed_004_profile_summary() {
+    let seed = json!([
+      {"_tool": "fetchUserProfile", "userName": "Alice", "_outputPath": "†state.userProfileData"},
+      {"_tool": "summarizeProfile", "profile": "†state.userProfileData", "_outputPath": "†state.profileSummary"}
+    ]);
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "s1", "tool": "fetchUserProfile", "args": {"userName": "Alice"},
+             "output_path": "†state.userProfileData"},
+            {"id": "s2", "tool": "summarizeProfile", "args": {"profile": "†state.userProfileData"},
+             "output_path": "†state.profileSummary"}
+        ],
+        "on_error": "fail_forward"
+    });
+    check(seed, expected);
+}
+
+#[test]
+fn seed_004_language_detection() {
+    let seed = json!({
+      "calls": [
+        {"_tool": "detectLanguage", "text": "†input.text", "_outputPath": "†state.language"},
+        {"_tool": "isEnglish", "language": "†state.language", "_outputPath": "†state.isEnglish"},
+        {"_tool": "translateText", "text": "†input.text", "isEnglish": "†state.isEnglish",
+         "_outputPath": "†state.translatedText"}
+      ],
+      "output": null
+    });
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "s1", "tool": "detectLanguage", "args": {"text": "$ref:input.text"},
+             "output_path": "†state.language"},
+            {"id": "s2", "tool": "isEnglish", "args": {"language": "†state.language"},
+             "output_path": "†state.isEnglish"},
+            {"id": "s3", "tool": "translateText",
+             "args": {"text": "$ref:input.text", "isEnglish": "†state.isEnglish"},
+             "output_path": "†state.translatedText"}
+        ],
+        "on_error": "fail_forward"
+    });
+    check(seed, expected);
+}
+
+#[test]
+fn seed_004_caught_failure() {
+    let seed = json!([
+      {"_tool": "processPayment", "amount": "†input.amount", "_outputPath": "†state.receipt || †state.error"},
+      {"_tool": "confirmOrder", "receipt": "†state.receipt"},
+      {"_tool": "reportFailure", "error": "†state.error"}
+    ]);
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "s1", "tool": "processPayment", "args": {"amount": "$ref:input.amount"},
+             "output_path": "†state.receipt || †state.error"},
+            {"id": "s2", "tool": "confirmOrder", "args": {"receipt": "†state.receipt"}},
+            {"id": "s3", "tool": "reportFailure", "args": {"error": "†state.error"}}
+        ],
+        "on_error": "fail_forward"
+    });
+    check(seed, expected);
+}

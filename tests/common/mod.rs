@@ -1,0 +1,162 @@
+//! Shared harness for the end-to-end and interop tests: the real `planmux` binary as a
+//! child process, driven by rmcp's client, with real downstream processes.
+#![allow(dead_code)] // each test file uses a different part of the harness
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    JsonObject, ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_planmux")
+}
+
+/// A stdio server entry running a built-in demo as a real child process.
+pub fn demo_server(name: &str, demo: &str, extra: &str) -> String {
+    format!("[servers.{name}]\ncommand = \"{}\"\nargs = [\"demo\", \"{demo}\"]\n{extra}\n", bin())
+}
+
+/// What the client saw besides responses.
+#[derive(Default)]
+pub struct Seen {
+    pub progress: Vec<ProgressNotificationParam>,
+    pub list_changed: usize,
+}
+
+/// A client handler that records notifications.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub seen: Arc<Mutex<Seen>>,
+}
+
+impl ClientHandler for Recorder {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("planmux-tests", "0"))
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.progress.push(params);
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.list_changed += 1;
+        }
+    }
+}
+
+/// planmux running as a child process, with a connected client.
+pub struct Proxy {
+    pub client: RunningService<RoleClient, Recorder>,
+    pub recorder: Recorder,
+    pub pid: u32,
+    pub dir: tempfile::TempDir,
+}
+
+/// Writes `config` to a temp folder and starts `planmux serve --config` on it.
+pub async fn start(config: &str) -> anyhow::Result<Proxy> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    std::fs::write(&path, config)?;
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.arg("serve").arg("--config").arg(&path);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::inherit())
+        .spawn()?;
+    let pid = transport.id().ok_or_else(|| anyhow::anyhow!("no pid"))?;
+    let recorder = Recorder::default();
+    let client = recorder.clone().serve(transport).await?;
+    Ok(Proxy { client, recorder, pid, dir })
+}
+
+/// Connects straight to a downstream server, for comparisons with the proxied path.
+pub async fn direct(command: &str, args: &[&str]) -> anyhow::Result<RunningService<RoleClient, Recorder>> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    Ok(Recorder::default().serve(transport).await?)
+}
+
+/// `tools/call` parameters from a name and a JSON object literal.
+pub fn call(name: &str, args: Value) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    params.arguments = match args {
+        Value::Object(map) => Some(map),
+        _ => Some(JsonObject::new()),
+    };
+    params
+}
+
+/// The result as JSON, for whole-value comparisons.
+pub fn json(result: &CallToolResult) -> Value {
+    serde_json::to_value(result).unwrap_or(Value::Null)
+}
+
+/// The text of the first text content block.
+pub fn text(result: &CallToolResult) -> String {
+    json(result)["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// Every descendant of `pid` (children, grandchildren, …) that exists now.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(child) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            if let Some(ppid) = stat_field(child, 1).and_then(|s| s.parse().ok()) {
+                parents.push((child, ppid));
+            }
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Field `n` (0 = state, 1 = ppid) after the command name of /proc/PID/stat.
+fn stat_field(pid: u32, n: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    after.split_whitespace().nth(n).map(str::to_string)
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    stat_field(pid, 0).is_some_and(|state| state != "Z" && state != "X")
+}
+
+/// Waits until `check` holds, up to `limit`.
+pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
+
+/// Where the interop npm packages are installed (by `scripts/test`).
+pub fn interop_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
+}

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Drives planmux with the official MCP Python SDK (mcp==2.3.0) as the host.
+
+Usage:
+    python_client.py --planmux target/debug/planmux --config servers.toml --mode auto|legacy
+                     [--expect-protocol VERSION] [--wire-log FILE]
+
+`--mode auto` is the SDK's default connect mode (`Client(..., mode="auto")`): it probes
+with `server/discover` at the newest modern protocol (2026-07-28) and falls back to the
+classic `initialize` handshake when the server rejects the probe
+(mcp/client/_probe.py: negotiate_auto). `--mode legacy` forces `initialize`
+(`Client(..., mode="legacy")`).
+
+The config must export the built-in chaos demo as `chaos` and the weather demo as
+`weather`. In each mode this lists the tools, calls `chaos__echo` (structuredContent and
+`_meta`), `weather__get_weather` (outputSchema, validated by the SDK) and `chaos__fail`
+(isError), and checks that each result parses in the SDK for the negotiated protocol
+(on 2026-07-28 the SDK rejects a CallToolResult without `resultType`).
+
+Prints one JSON summary on stdout. Exits 0 when every check passed, 1 when one failed
+(the summary's "failures" say which, and the last wire messages are printed on stderr),
+2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from collections import deque
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.message import SessionMessage
+
+MODES = {"auto": "auto", "default": "auto", "legacy": "legacy"}
+
+
+class WireLog:
+    """The JSON-RPC messages exchanged with planmux, as the SDK sent and parsed them."""
+
+    def __init__(self, keep: int = 200) -> None:
+        self.messages: deque[str] = deque(maxlen=keep)
+        self.all: list[str] = []
+
+    def add(self, direction: str, message: SessionMessage | Exception) -> None:
+        if isinstance(message, Exception):
+            line = f"{direction} !! {type(message).__name__}: {message}"
+        else:
+            line = f"{direction} {message.message.model_dump_json(by_alias=True, exclude_unset=True)}"
+        self.messages.append(line)
+        self.all.append(line)
+
+
+@asynccontextmanager
+async def tapped(params: StdioServerParameters, wire: WireLog):
+    """`stdio_client(params)` with every message recorded in `wire`."""
+    async with stdio_client(params) as (server_read, server_write):
+        to_client_w, to_client_r = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        from_client_w, from_client_r = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def inbound() -> None:
+            async with to_client_w:
+                async for message in server_read:
+                    wire.add("<-", message)
+                    await to_client_w.send(message)
+
+        async def outbound() -> None:
+            async with from_client_r:
+                async for message in from_client_r:
+                    wire.add("->", message)
+                    await server_write.send(message)
+            await server_write.aclose()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(inbound)
+            tg.start_soon(outbound)
+            try:
+                yield to_client_r, from_client_w
+            finally:
+                await from_client_w.aclose()
+                await to_client_r.aclose()
+                tg.cancel_scope.cancel()
+
+
+def dump(model: Any) -> Any:
+    """A pydantic model as wire JSON (aliases, unset fields left out)."""
+    return json.loads(model.model_dump_json(by_alias=True, exclude_unset=True))
+
+
+class Checks:
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+
+    def expect(self, ok: bool, message: str) -> bool:
+        if not ok:
+            self.failures.append(message)
+        return ok
+
+
+ECHO_ARGS = {"text": "hello from python", "n": 42, "nested": {"list": [1, 2.5, None, True], "s": "ü"}}
+
+
+async def exercise(client: Client, checks: Checks, summary: dict[str, Any]) -> None:
+    summary["protocol_version"] = client.protocol_version
+    info = client.server_info
+    summary["server_info"] = dump(info) if info is not None else None
+
+    # tools/list
+    listed = await client.list_tools()
+    tools = {tool.name: tool for tool in listed.tools}
+    summary["tools"] = sorted(tools)
+    for name in ("chaos__echo", "chaos__fail", "weather__get_weather"):
+        checks.expect(name in tools, f"tools/list lacks {name} (got {sorted(tools)})")
+    weather = tools.get("weather__get_weather")
+    if weather is not None:
+        checks.expect(weather.output_schema is not None, "weather__get_weather has no outputSchema")
+        checks.expect(
+            "location" in (weather.input_schema or {}).get("properties", {}),
+            f"weather__get_weather inputSchema lost its properties: {weather.input_schema}",
+        )
+
+    calls: dict[str, Any] = {}
+    summary["calls"] = calls
+
+    # chaos__echo: structuredContent and _meta carry the arguments back.
+    echo = await client.call_tool("chaos__echo", ECHO_ARGS)
+    calls["chaos__echo"] = dump(echo)
+    checks.expect(not echo.is_error, f"chaos__echo failed: {dump(echo)}")
+    checks.expect(echo.structured_content == ECHO_ARGS, f"chaos__echo structuredContent {echo.structured_content!r} != {ECHO_ARGS!r}")
+    meta = dump(echo).get("_meta") or {}
+    checks.expect(meta.get("planmux-demo/echo") == ECHO_ARGS, f"chaos__echo _meta lost the arguments: {meta!r}")
+    texts = [c.text for c in echo.content if getattr(c, "type", None) == "text"]
+    checks.expect(
+        any(json.loads(t) == ECHO_ARGS for t in texts if t.startswith("{")),
+        f"chaos__echo text content is not the arguments as JSON: {texts!r}",
+    )
+
+    # weather__get_weather: structured output with an outputSchema (the SDK validates it).
+    report = await client.call_tool("weather__get_weather", {"location": "Tokyo"})
+    calls["weather__get_weather"] = dump(report)
+    checks.expect(not report.is_error, f"weather__get_weather failed: {dump(report)}")
+    sc = report.structured_content or {}
+    checks.expect(sc.get("location") == "Tokyo", f"weather__get_weather structuredContent: {sc!r}")
+    for key in ("temperature_c", "condition", "humidity_pct", "wind_kph"):
+        checks.expect(key in sc, f"weather__get_weather structuredContent lacks {key}: {sc!r}")
+
+    # chaos__fail: a tool-level failure is a result with isError, not a JSON-RPC error.
+    failed = await client.call_tool("chaos__fail", {"message": "boom"})
+    calls["chaos__fail"] = dump(failed)
+    checks.expect(failed.is_error is True, f"chaos__fail did not report isError: {dump(failed)}")
+    fail_texts = [c.text for c in failed.content if getattr(c, "type", None) == "text"]
+    checks.expect(any("boom" in t for t in fail_texts), f"chaos__fail text lacks 'boom': {fail_texts!r}")
+
+    # The same tool twice more: results stay parseable after the first (caches, listings).
+    again = await client.call_tool("weather__get_weather", {"location": "Tokyo"})
+    checks.expect(dump(again) == dump(report), "a second weather__get_weather call answered differently")
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    mode = MODES[args.mode]
+    params = StdioServerParameters(command=args.planmux, args=["serve", "--config", args.config])
+    wire = WireLog()
+    checks = Checks()
+    summary: dict[str, Any] = {"mode": args.mode, "sdk_mode": mode}
+    started = time.monotonic()
+    try:
+        with anyio.fail_after(args.timeout):
+            async with Client(tapped(params, wire), mode=mode, read_timeout_seconds=args.timeout) as client:
+                summary["connect_ms"] = round((time.monotonic() - started) * 1000, 1)
+                await exercise(client, checks, summary)
+    except BaseException as exc:  # noqa: BLE001 - any failure is reported, with its cause
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if isinstance(exc, BaseExceptionGroup):
+            leaves = []
+
+            def walk(group: BaseException) -> None:
+                if isinstance(group, BaseExceptionGroup):
+                    for inner in group.exceptions:
+                        walk(inner)
+                else:
+                    leaves.append("".join(traceback.format_exception_only(type(group), group)).strip())
+
+            walk(exc)
+            text = " / ".join(leaves)
+        checks.failures.append(f"{type(exc).__name__} in mode {args.mode}: {text}")
+        if args.verbose:
+            traceback.print_exc()
+
+    first_wire = [m for m in wire.all[:2]]
+    summary["handshake"] = [m.split(" ", 1)[1][:300] for m in first_wire]
+    if args.expect_protocol and summary.get("protocol_version") not in (None, args.expect_protocol):
+        checks.failures.append(
+            f"mode {args.mode} negotiated protocol {summary.get('protocol_version')}, expected {args.expect_protocol}"
+        )
+    summary["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
+    summary["messages"] = len(wire.all)
+    summary["failures"] = checks.failures
+    summary["ok"] = not checks.failures
+    if args.wire_log:
+        with open(args.wire_log, "w", encoding="utf-8") as f:
+            f.write("\n".join(wire.all) + "\n")
+    print(json.dumps(summary, indent=2, ensure_ascii=False))
+    if checks.failures:
+        print(f"python_client ({args.mode}): {len(checks.failures)} check(s) failed:", file=sys.stderr)
+        for failure in checks.failures:
+            print(f"  - {failure}", file=sys.stderr)
+        print(f"last wire messages (-> to planmux, <- from planmux):", file=sys.stderr)
+        for line in list(wire.messages)[-args.tail:]:
+            print(f"  {line[:2000]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--planmux", required=True, help="path of the planmux binary")
+    parser.add_argument("--config", required=True, help="servers.toml with chaos and weather demos")
+    parser.add_argument("--mode", required=True, choices=sorted(MODES), help="auto (= default) or legacy")
+    parser.add_argument("--expect-protocol", help="fail unless this protocol version was negotiated")
+    parser.add_argument("--wire-log", help="write every JSON-RPC message to this file")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run")
+    parser.add_argument("--tail", type=int, default=12, help="wire messages to print on failure")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print tracebacks")
+    args = parser.parse_args()
+    return anyio.run(main_async, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
