@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{alive, call, demo_server, descendants, direct, eventually, json, start, text};
-use rmcp::model::{CallToolRequest, ClientRequest, ProgressToken, NumberOrString, RequestMetaObject, ServerResult};
+use rmcp::model::{
+    CallToolRequest, ClientRequest, NumberOrString, ProgressToken, RequestMetaObject, ServerResult,
+};
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 
@@ -30,21 +32,41 @@ async fn passthrough_is_faithful() -> R {
     for tool in &original {
         let mut expected = tool.clone();
         expected.name = format!("chaos__{}", tool.name).into();
-        assert!(proxied.contains(&expected), "{} missing or changed", expected.name);
+        assert!(
+            proxied.contains(&expected),
+            "{} missing or changed",
+            expected.name
+        );
     }
 
     // tools/call: content, structuredContent, isError and _meta unchanged.
     let args = json!({"text": "héllo", "n": 1.5, "nested": {"list": [1, null, true]}});
-    for (tool, args) in [("echo", args.clone()), ("fail", json!({"message": "boom"})), ("bytes", json!({"n": 5}))] {
-        let via = proxy.client.call_tool(call(&format!("chaos__{tool}"), args.clone())).await?;
+    for (tool, args) in [
+        ("echo", args.clone()),
+        ("fail", json!({"message": "boom"})),
+        ("bytes", json!({"n": 5})),
+    ] {
+        let via = proxy
+            .client
+            .call_tool(call(&format!("chaos__{tool}"), args.clone()))
+            .await?;
         let direct_result = downstream.call_tool(call(tool, args)).await?;
         assert_eq!(json(&via), json(&direct_result), "{tool}");
     }
-    let echoed = proxy.client.call_tool(call("chaos__echo", args.clone())).await?;
+    let echoed = proxy
+        .client
+        .call_tool(call("chaos__echo", args.clone()))
+        .await?;
     assert_eq!(echoed.structured_content, Some(args.clone()));
     assert_eq!(json(&echoed)["_meta"]["planmux-demo/echo"], args);
-    let failed = proxy.client.call_tool(call("chaos__fail", json!({"message": "boom"}))).await?;
-    assert_eq!((failed.is_error, text(&failed)), (Some(true), "boom".to_string()));
+    let failed = proxy
+        .client
+        .call_tool(call("chaos__fail", json!({"message": "boom"})))
+        .await?;
+    assert_eq!(
+        (failed.is_error, text(&failed)),
+        (Some(true), "boom".to_string())
+    );
     downstream.cancel().await?;
     Ok(())
 }
@@ -52,11 +74,24 @@ async fn passthrough_is_faithful() -> R {
 #[tokio::test]
 async fn unknown_tool_is_a_protocol_error_with_suggestions() -> R {
     let proxy = start(&chaos_config("")).await?;
-    let err = proxy.client.call_tool(call("chaos__ech", json!({}))).await.err().map(|e| e.to_string()).unwrap_or_default();
+    let err = proxy
+        .client
+        .call_tool(call("chaos__ech", json!({})))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(err.contains("unknown tool 'chaos__ech'"), "{err}");
     assert!(err.contains("did you mean 'chaos__echo'"), "{err}");
     // ...and the proxy keeps serving.
-    assert_eq!(proxy.client.call_tool(call("chaos__echo", json!({"a": 1}))).await?.is_error, Some(false));
+    assert_eq!(
+        proxy
+            .client
+            .call_tool(call("chaos__echo", json!({"a": 1})))
+            .await?
+            .is_error,
+        Some(false)
+    );
     Ok(())
 }
 
@@ -67,15 +102,35 @@ async fn progress_is_forwarded_with_the_hosts_token() -> R {
     let mut params = call("chaos__sleep", json!({"ms": 150, "steps": 3}));
     params.meta = Some(RequestMetaObject::with_progress_token(token.clone()));
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let options = PeerRequestOptions::with_timeout(Duration::from_secs(10)).with_meta(RequestMetaObject::with_progress_token(token.clone()));
-    let handle = proxy.client.send_cancellable_request(request, options).await?;
+    let options = PeerRequestOptions::with_timeout(Duration::from_secs(10))
+        .with_meta(RequestMetaObject::with_progress_token(token.clone()));
+    let handle = proxy
+        .client
+        .send_cancellable_request(request, options)
+        .await?;
     let sent_token = handle.progress_token.clone();
     let response = handle.await_response().await?;
     assert!(matches!(response, ServerResult::CallToolResult(_)));
-    let seen = eventually(Duration::from_secs(2), || proxy.recorder.seen.lock().map(|s| s.progress.len() >= 3).unwrap_or(false)).await;
+    let seen = eventually(Duration::from_secs(2), || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| s.progress.len() >= 3)
+            .unwrap_or(false)
+    })
+    .await;
     assert!(seen, "expected 3 progress notifications");
-    let progress = proxy.recorder.seen.lock().map(|s| s.progress.clone()).unwrap_or_default();
-    assert!(progress.iter().all(|p| p.progress_token == sent_token), "tokens: {progress:?}");
+    let progress = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| s.progress.clone())
+        .unwrap_or_default();
+    assert!(
+        progress.iter().all(|p| p.progress_token == sent_token),
+        "tokens: {progress:?}"
+    );
     let steps: Vec<f64> = progress.iter().map(|p| p.progress).collect();
     assert_eq!(steps, vec![1.0, 2.0, 3.0]);
     assert_eq!(progress[2].total, Some(3.0));
@@ -85,15 +140,29 @@ async fn progress_is_forwarded_with_the_hosts_token() -> R {
 #[tokio::test]
 async fn host_cancellation_reaches_the_downstream() -> R {
     let proxy = start(&chaos_config("")).await?;
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call("chaos__sleep", json!({"ms": 20000}))));
-    let handle = proxy.client.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "chaos__sleep",
+        json!({"ms": 20000}),
+    )));
+    let handle = proxy
+        .client
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     handle.cancel(Some("test".into())).await?;
     // The downstream counted the cancellation (its sleep stopped early).
     let mut counted = false;
     for _ in 0..50 {
-        let stats = proxy.client.call_tool(call("chaos__count", json!({}))).await?;
-        if stats.structured_content.as_ref().and_then(|v| v["cancelled"].as_u64()) == Some(1) {
+        let stats = proxy
+            .client
+            .call_tool(call("chaos__count", json!({})))
+            .await?;
+        if stats
+            .structured_content
+            .as_ref()
+            .and_then(|v| v["cancelled"].as_u64())
+            == Some(1)
+        {
             counted = true;
             break;
         }
@@ -106,30 +175,64 @@ async fn host_cancellation_reaches_the_downstream() -> R {
 #[tokio::test]
 async fn downstream_timeout_is_a_tool_error_naming_the_server() -> R {
     let proxy = start(&chaos_config("call_timeout_ms = 300")).await?;
-    let result = proxy.client.call_tool(call("chaos__sleep", json!({"ms": 5000}))).await?;
+    let result = proxy
+        .client
+        .call_tool(call("chaos__sleep", json!({"ms": 5000})))
+        .await?;
     assert_eq!(result.is_error, Some(true));
-    assert_eq!(text(&result), "server 'chaos' did not answer sleep within 300 ms");
-    assert_eq!(proxy.client.call_tool(call("chaos__echo", json!({}))).await?.is_error, Some(false));
+    assert_eq!(
+        text(&result),
+        "server 'chaos' did not answer sleep within 300 ms"
+    );
+    assert_eq!(
+        proxy
+            .client
+            .call_tool(call("chaos__echo", json!({})))
+            .await?
+            .is_error,
+        Some(false)
+    );
     Ok(())
 }
 
 #[tokio::test]
 async fn a_killed_downstream_fails_in_flight_calls_then_recovers() -> R {
     let proxy = start(&chaos_config("")).await?;
-    let pid = proxy.client.call_tool(call("chaos__pid", json!({}))).await?.structured_content.and_then(|v| v["pid"].as_i64()).unwrap_or(0);
+    let pid = proxy
+        .client
+        .call_tool(call("chaos__pid", json!({})))
+        .await?
+        .structured_content
+        .and_then(|v| v["pid"].as_i64())
+        .unwrap_or(0);
     assert!(pid > 0);
     let client = proxy.client.peer().clone();
-    let in_flight = tokio::spawn(async move { client.call_tool(call("chaos__sleep", json!({"ms": 30000}))).await });
+    let in_flight = tokio::spawn(async move {
+        client
+            .call_tool(call("chaos__sleep", json!({"ms": 30000})))
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    Command::new("kill").args(["-9", &pid.to_string()]).status()?;
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()?;
     let result = tokio::time::timeout(Duration::from_secs(5), in_flight).await???;
     assert_eq!(result.is_error, Some(true));
     let message = text(&result);
-    assert!(message.starts_with("server 'chaos' went away during the call"), "{message}");
+    assert!(
+        message.starts_with("server 'chaos' went away during the call"),
+        "{message}"
+    );
     // The next call restarts it.
-    let again = proxy.client.call_tool(call("chaos__pid", json!({}))).await?;
+    let again = proxy
+        .client
+        .call_tool(call("chaos__pid", json!({})))
+        .await?;
     assert_eq!(again.is_error, Some(false), "{}", text(&again));
-    let new_pid = again.structured_content.and_then(|v| v["pid"].as_i64()).unwrap_or(0);
+    let new_pid = again
+        .structured_content
+        .and_then(|v| v["pid"].as_i64())
+        .unwrap_or(0);
     assert!(new_pid > 0 && new_pid != pid);
     Ok(())
 }
@@ -137,12 +240,40 @@ async fn a_killed_downstream_fails_in_flight_calls_then_recovers() -> R {
 #[tokio::test]
 async fn list_changed_refreshes_the_catalog_and_notifies_the_host() -> R {
     let proxy = start(&chaos_config("")).await?;
-    assert!(!proxy.client.list_all_tools().await?.iter().any(|t| t.name == "chaos__extra"));
-    proxy.client.call_tool(call("chaos__toggle_extra", json!({}))).await?;
-    let notified = eventually(Duration::from_secs(5), || proxy.recorder.seen.lock().map(|s| s.list_changed > 0).unwrap_or(false)).await;
+    assert!(
+        !proxy
+            .client
+            .list_all_tools()
+            .await?
+            .iter()
+            .any(|t| t.name == "chaos__extra")
+    );
+    proxy
+        .client
+        .call_tool(call("chaos__toggle_extra", json!({})))
+        .await?;
+    let notified = eventually(Duration::from_secs(5), || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| s.list_changed > 0)
+            .unwrap_or(false)
+    })
+    .await;
     assert!(notified, "no notifications/tools/list_changed");
-    assert!(proxy.client.list_all_tools().await?.iter().any(|t| t.name == "chaos__extra"));
-    let extra = proxy.client.call_tool(call("chaos__extra", json!({}))).await?;
+    assert!(
+        proxy
+            .client
+            .list_all_tools()
+            .await?
+            .iter()
+            .any(|t| t.name == "chaos__extra")
+    );
+    let extra = proxy
+        .client
+        .call_tool(call("chaos__extra", json!({})))
+        .await?;
     assert_eq!(extra.is_error, Some(false));
     Ok(())
 }
@@ -159,11 +290,21 @@ async fn a_broken_server_does_not_stop_the_others() -> R {
     assert!(tools.iter().all(|t| t.name.starts_with("chaos__")));
 
     // `planmux check` reports each failure and exits non-zero.
-    let out = Command::new(common::bin()).arg("check").arg("--config").arg(proxy.dir.path().join("servers.toml")).output()?;
+    let out = Command::new(common::bin())
+        .arg("check")
+        .arg("--config")
+        .arg(proxy.dir.path().join("servers.toml"))
+        .output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("missing") && stdout.contains("cannot start '/nonexistent/server'"), "{stdout}");
-    assert!(stdout.contains("crashy") && stdout.contains("boom-on-stderr"), "{stdout}");
+    assert!(
+        stdout.contains("missing") && stdout.contains("cannot start '/nonexistent/server'"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("crashy") && stdout.contains("boom-on-stderr"),
+        "{stdout}"
+    );
     assert!(stdout.contains("2 of 3 servers failed"), "{stdout}");
     Ok(())
 }
@@ -177,30 +318,55 @@ async fn no_descendant_is_left_after_stdin_eof() -> R {
         common::bin()
     );
     let proxy = start(&config).await?;
-    proxy.client.call_tool(call("wrapped__echo", json!({}))).await?;
+    proxy
+        .client
+        .call_tool(call("wrapped__echo", json!({})))
+        .await?;
     // A call in flight must not delay the shutdown.
     let client = proxy.client.peer().clone();
-    tokio::spawn(async move { client.call_tool(call("chaos__sleep", json!({"ms": 60000}))).await });
+    tokio::spawn(async move {
+        client
+            .call_tool(call("chaos__sleep", json!({"ms": 60000})))
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let family = descendants(proxy.pid);
-    assert!(family.len() >= 3, "expected chaos, sh and its child: {family:?}");
+    assert!(
+        family.len() >= 3,
+        "expected chaos, sh and its child: {family:?}"
+    );
     let pid = proxy.pid;
     proxy.client.cancel().await?; // closes planmux's stdin
-    let gone = eventually(Duration::from_secs(10), || !alive(pid) && family.iter().all(|p| !alive(*p))).await;
+    let gone = eventually(Duration::from_secs(10), || {
+        !alive(pid) && family.iter().all(|p| !alive(*p))
+    })
+    .await;
     let left: Vec<_> = family.iter().filter(|p| alive(**p)).collect();
-    assert!(gone, "left running: planmux {} descendants {left:?}", alive(pid));
+    assert!(
+        gone,
+        "left running: planmux {} descendants {left:?}",
+        alive(pid)
+    );
     Ok(())
 }
 
 #[tokio::test]
 async fn no_descendant_is_left_after_sigterm() -> R {
     let proxy = start(&chaos_config("")).await?;
-    proxy.client.call_tool(call("chaos__echo", json!({}))).await?;
+    proxy
+        .client
+        .call_tool(call("chaos__echo", json!({})))
+        .await?;
     let family = descendants(proxy.pid);
     assert!(!family.is_empty());
-    Command::new("kill").args(["-TERM", &proxy.pid.to_string()]).status()?;
+    Command::new("kill")
+        .args(["-TERM", &proxy.pid.to_string()])
+        .status()?;
     let pid = proxy.pid;
-    let gone = eventually(Duration::from_secs(10), || !alive(pid) && family.iter().all(|p| !alive(*p))).await;
+    let gone = eventually(Duration::from_secs(10), || {
+        !alive(pid) && family.iter().all(|p| !alive(*p))
+    })
+    .await;
     assert!(gone, "processes left after SIGTERM");
     Ok(())
 }
@@ -219,28 +385,194 @@ fn garbage_on_stdin_does_not_stop_serving() -> R {
         .stderr(Stdio::null())
         .spawn()?;
     let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
-    let mut stdout = BufReader::new(child.stdout.take().ok_or_else(|| anyhow::anyhow!("stdout"))?);
+    let mut stdout = BufReader::new(
+        child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("stdout"))?,
+    );
     let mut send = |line: &str| -> std::io::Result<()> { writeln!(stdin, "{line}") };
     let mut read = || -> anyhow::Result<Value> {
         let mut line = String::new();
         stdout.read_line(&mut line)?;
         Ok(serde_json::from_str(&line)?)
     };
-    send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)?;
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    )?;
     assert_eq!(read()?["id"], 1);
     send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
     send("this is not json")?;
-    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chaos__echo","arguments":{"ok":true}}}"#)?;
+    send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chaos__echo","arguments":{"ok":true}}}"#,
+    )?;
     let reply = read()?;
     assert_eq!(reply["id"], 2, "{reply}");
     assert_eq!(reply["result"]["structuredContent"], json!({"ok": true}));
     send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#)?;
     let reply = read()?;
     assert_eq!(reply["id"], 3);
-    assert!(reply["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
-    drop(send);
+    assert!(
+        reply["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
     drop(stdin);
     let status = child.wait()?;
     assert!(status.success(), "{status}");
+    Ok(())
+}
+
+/// The newer connect style: `server/discover` instead of `initialize` (protocol 2026-07-28),
+/// as the official Python SDK 2.3 does by default. Results must carry `resultType`.
+#[test]
+fn discover_probe_and_stateless_calls_work() -> R {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    std::fs::write(&path, common::demo_server("chaos", "chaos", ""))?;
+    let mut child = Command::new(common::bin())
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
+    let mut stdout = BufReader::new(
+        child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("stdout"))?,
+    );
+    let mut exchange = |line: &str| -> anyhow::Result<Value> {
+        writeln!(stdin, "{line}")?;
+        let mut reply = String::new();
+        stdout.read_line(&mut reply)?;
+        Ok(serde_json::from_str(&reply)?)
+    };
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"}}"#;
+    let discovered = exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#
+    ))?;
+    let versions = discovered["result"]["supportedVersions"].to_string();
+    assert!(versions.contains("2026-07-28"), "{discovered}");
+    let listed = exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{{meta}}}}}"#
+    ))?;
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "chaos__echo")),
+        "{listed}"
+    );
+    let called = exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"chaos__echo","arguments":{{"a":1}},{meta}}}}}"#
+    ))?;
+    assert_eq!(called["result"]["resultType"], "complete", "{called}");
+    assert_eq!(called["result"]["structuredContent"], json!({"a": 1}));
+    drop(stdin);
+    child.wait()?;
+    Ok(())
+}
+
+/// rmcp's own client in its auto mode (probe, then fall back) works as well.
+#[tokio::test]
+async fn auto_lifecycle_client_works() -> R {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    std::fs::write(&path, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    let mut cmd = tokio::process::Command::new(common::bin());
+    cmd.arg("serve").arg("--config").arg(&path);
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mode = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    let client = common::Recorder::default()
+        .serve_with_lifecycle(transport, mode)
+        .await?;
+    assert!(
+        client
+            .list_all_tools()
+            .await?
+            .iter()
+            .any(|t| t.name == "chaos__echo")
+    );
+    let result = client
+        .call_tool(call("chaos__echo", json!({"b": 2})))
+        .await?;
+    assert_eq!(result.structured_content, Some(json!({"b": 2})));
+    client.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn server_requests_and_log_messages_are_relayed_to_the_host() -> R {
+    let host = common::Recorder {
+        capable: true,
+        ..Default::default()
+    };
+    let proxy = common::start_with(&chaos_config(""), host).await?;
+    for (kind, path, want) in [
+        (
+            "sampling",
+            "/answer/content/text",
+            json!("hi from the host"),
+        ),
+        ("elicitation", "/answer/content/name", json!("Ada")),
+        ("roots", "/answer/roots/0/uri", json!("file:///work")),
+    ] {
+        let result = proxy
+            .client
+            .call_tool(call("chaos__ask_host", json!({"kind": kind})))
+            .await?;
+        assert_eq!(result.is_error, Some(false), "{kind}: {}", text(&result));
+        let answer = result.structured_content.unwrap_or_default();
+        assert_eq!(answer.pointer(path), Some(&want), "{kind}: {answer}");
+    }
+    proxy
+        .client
+        .call_tool(call("chaos__log", json!({"message": "hello log"})))
+        .await?;
+    let logged = eventually(Duration::from_secs(3), || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| !s.logs.is_empty())
+            .unwrap_or(false)
+    })
+    .await;
+    assert!(logged, "no log message relayed");
+    let log = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| s.logs[0].clone())
+        .unwrap_or_default();
+    assert_eq!(
+        (log["logger"].clone(), log["data"].clone()),
+        (json!("chaos/chaos"), json!("hello log"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_host_without_sampling_gets_a_clear_refusal() -> R {
+    let proxy = start(&chaos_config("")).await?;
+    let result = proxy
+        .client
+        .call_tool(call("chaos__ask_host", json!({"kind": "sampling"})))
+        .await?;
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text(&result).contains("the host connected to planmux does not support sampling"),
+        "{}",
+        text(&result)
+    );
     Ok(())
 }

@@ -1,14 +1,19 @@
 //! Behaviour on demand, for tests and benchmarks: sleep (with progress, honouring
 //! cancellation), fail, echo (content, structuredContent and `_meta`), a payload of N bytes,
 //! a call counter, the process id (so a test can kill it), and a tool that appears and
-//! disappears (to exercise `tools/list_changed`).
+//! disappears (to exercise `tools/list_changed`), and requests and log messages sent to the
+//! client (to exercise relaying them).
+
+// Sampling, roots and logging are deprecated by SEP-2577; chaos exercises them anyway.
+#![allow(deprecated)]
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ContentBlock, JsonObject, MetaObject, ProgressNotificationParam, Tool,
-    ToolAnnotations,
+    CallToolResult, ContentBlock, CreateMessageRequest, ElicitRequest, JsonObject,
+    ListRootsRequest, LoggingMessageNotificationParam, MetaObject, ProgressNotificationParam,
+    ServerRequest, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -61,6 +66,16 @@ pub(super) fn tools(extra: bool) -> Vec<Tool> {
             json!({"type": "object", "properties": {}}),
         ),
     ];
+    tools.push(tool(
+        "ask_host",
+        "Send the client a request and return its answer: kind = sampling, elicitation or roots.",
+        json!({"type": "object", "properties": {"kind": {"type": "string", "enum": ["sampling", "elicitation", "roots"]}}, "required": ["kind"]}),
+    ));
+    tools.push(tool(
+        "log",
+        "Send the client a notifications/message log message with the given text.",
+        json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+    ));
     if extra {
         tools.push(tool(
             "extra",
@@ -112,6 +127,20 @@ pub(super) async fn call(
             CallToolResult::structured(json!({ "extra": now }))
         }
         "extra" => CallToolResult::structured(json!({ "extra": true })),
+        "ask_host" => ask_host(args, ctx).await.unwrap_or_else(|f| f),
+        "log" => {
+            let message = args.get("message").cloned().unwrap_or(Value::Null);
+            let param = serde_json::from_value::<LoggingMessageNotificationParam>(json!({
+                "level": "info", "logger": "chaos", "data": message
+            }));
+            match param {
+                Ok(param) => {
+                    let _ = ctx.peer.notify_logging_message(param).await;
+                    CallToolResult::structured(json!({ "logged": true }))
+                }
+                Err(e) => failure(e.to_string()),
+            }
+        }
         other => failure(format!("unknown tool '{other}'")),
     })
 }
@@ -141,4 +170,41 @@ async fn sleep(
         }
     }
     Ok(CallToolResult::structured(json!({ "slept_ms": ms })))
+}
+
+/// Sends the client a sampling, elicitation or roots request and returns its answer.
+async fn ask_host(
+    args: &JsonObject,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, CallToolResult> {
+    let kind = args.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let bad = |e: serde_json::Error| failure(e.to_string());
+    let request = match kind {
+        "sampling" => ServerRequest::CreateMessageRequest(CreateMessageRequest::new(
+            serde_json::from_value(json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
+                "maxTokens": 20
+            }))
+            .map_err(bad)?,
+        )),
+        "elicitation" => ServerRequest::ElicitRequest(ElicitRequest::new(
+            serde_json::from_value(json!({
+                "mode": "form",
+                "message": "Your name?",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}
+            }))
+            .map_err(bad)?,
+        )),
+        "roots" => ServerRequest::ListRootsRequest(ListRootsRequest::default()),
+        other => return Err(failure(format!("unknown kind '{other}'"))),
+    };
+    let answer = ctx
+        .peer
+        .send_request(request)
+        .await
+        .map_err(|e| failure(format!("the client refused {kind}: {e}")))?;
+    let value = serde_json::to_value(&answer).map_err(bad)?;
+    Ok(CallToolResult::structured(
+        json!({ "kind": kind, "answer": value }),
+    ))
 }

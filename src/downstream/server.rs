@@ -287,14 +287,22 @@ impl Server {
         let tool = params.name.to_string();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let mut live = self.live().await?;
-        let handle = match live.peer.send_cancellable_request(request.clone(), PeerRequestOptions::no_options()).await {
+        let handle = match live
+            .peer
+            .send_cancellable_request(request.clone(), PeerRequestOptions::no_options())
+            .await
+        {
             Ok(handle) => handle,
             Err(_) => {
                 // The connection broke before the request left, so it is safe to send it
                 // again: wait until the watcher has recorded the death, then restart.
                 self.settle(&live).await;
                 live = self.live().await?;
-                match live.peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await {
+                match live
+                    .peer
+                    .send_cancellable_request(request, PeerRequestOptions::no_options())
+                    .await
+                {
                     Ok(handle) => handle,
                     Err(e) => return Err(self.exited(&live, e).await),
                 }
@@ -345,7 +353,10 @@ impl Server {
             State::Failed { error, .. } => error,
             _ => error.to_string(),
         };
-        DownstreamError::Exited { server: self.config.name.clone(), detail }
+        DownstreamError::Exited {
+            server: self.config.name.clone(),
+            detail,
+        }
     }
 
     /// Closes the connection (if any) for good and waits until its processes are gone.

@@ -9,9 +9,8 @@
 use serde_json::{Map, Value};
 
 use super::issue::{IssueKind, PlanIssue, describe_value, sort_issues};
-use super::model::{OnError, OutputSlots, Plan, Step, Strategy};
-use super::refs;
-use super::template::Template;
+use super::model::{OnError, Plan, Strategy};
+use super::names::closest;
 
 /// How deep `{"plan": "<json string>"}` may nest before we stop unwrapping.
 const MAX_UNWRAP: usize = 4;
@@ -36,20 +35,6 @@ const IGNORED_PLAN_FIELDS: &[&str] = &[
     "reasoning",
     "$schema",
 ];
-const STEP_FIELDS: &[&str] = &[
-    "id",
-    "tool",
-    "server",
-    "args",
-    "depends_on",
-    "timeout_ms",
-    "retries",
-    "retry_unsafe",
-    "pipe_to",
-    "output_path",
-    "description",
-];
-const ARG_ALIASES: &[&str] = &["args", "arguments", "parameters", "params"];
 
 /// Parses a plan in any accepted dialect. Every problem found is returned, not just the
 /// first.
@@ -74,12 +59,12 @@ pub(crate) fn parse_lenient(value: &Value) -> (Plan, Vec<PlanIssue>) {
 }
 
 #[derive(Default)]
-struct Parser {
-    issues: Vec<PlanIssue>,
+pub(super) struct Parser {
+    pub(super) issues: Vec<PlanIssue>,
 }
 
 /// Reads a JSON string as JSON, reporting where it breaks.
-fn parse_json_text(text: &str) -> Result<Value, IssueKind> {
+pub(super) fn parse_json_text(text: &str) -> Result<Value, IssueKind> {
     serde_json::from_str(text).map_err(|e| IssueKind::MalformedJson {
         line: e.line(),
         column: e.column(),
@@ -95,28 +80,10 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-/// The nearest of `known` to `word`, if it is near enough to be a likely typo.
-pub(crate) fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut scored: Vec<(f64, &str)> = known
-        .into_iter()
-        .map(|k| {
-            (
-                strsim::jaro_winkler(&word.to_lowercase(), &k.to_lowercase()),
-                k,
-            )
-        })
-        .filter(|(score, _)| *score >= 0.75)
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    scored.dedup_by(|a, b| a.1 == b.1);
-    scored
-        .into_iter()
-        .take(3)
-        .map(|(_, k)| k.to_owned())
-        .collect()
-}
-
-fn first_of<'a>(map: &'a Map<String, Value>, names: &[&str]) -> Option<(&'a str, &'a Value)> {
+pub(super) fn first_of<'a>(
+    map: &'a Map<String, Value>,
+    names: &[&str],
+) -> Option<(&'a str, &'a Value)> {
     names
         .iter()
         .find_map(|name| map.get_key_value(*name))
@@ -124,11 +91,11 @@ fn first_of<'a>(map: &'a Map<String, Value>, names: &[&str]) -> Option<(&'a str,
 }
 
 impl Parser {
-    fn issue(&mut self, location: impl Into<String>, kind: IssueKind) {
+    pub(super) fn issue(&mut self, location: impl Into<String>, kind: IssueKind) {
         self.issues.push(PlanIssue::new(location, kind));
     }
 
-    fn shape(&mut self, location: impl Into<String>, expected: &str, found: &Value) {
+    pub(super) fn shape(&mut self, location: impl Into<String>, expected: &str, found: &Value) {
         let kind = IssueKind::WrongShape {
             expected: expected.into(),
             found: describe_value(found),
@@ -297,7 +264,7 @@ impl Parser {
     }
 
     /// A list of step names; a single string counts as a list of one.
-    fn string_list(&mut self, key: &str, value: &Value) -> Option<Vec<String>> {
+    pub(super) fn string_list(&mut self, key: &str, value: &Value) -> Option<Vec<String>> {
         match value {
             Value::Null => None,
             Value::String(one) => Some(vec![one.clone()]),
@@ -321,7 +288,7 @@ impl Parser {
         }
     }
 
-    fn number(&mut self, location: impl Into<String>, value: &Value) -> Option<u64> {
+    pub(super) fn number(&mut self, location: impl Into<String>, value: &Value) -> Option<u64> {
         match value {
             Value::Null => None,
             Value::Number(n) if n.as_u64().is_some() => n.as_u64(),
@@ -333,239 +300,5 @@ impl Parser {
                 None
             }
         }
-    }
-
-    fn step(&mut self, index: usize, value: &Value) -> Step {
-        let at = format!("steps[{index}]");
-        let mut step = Step {
-            id: super::model::StepId::positional(index).to_string(),
-            ..Step::default()
-        };
-        let Value::Object(map) = value else {
-            self.shape(
-                at,
-                "a step object such as {\"tool\": \"...\", \"args\": {...}}",
-                value,
-            );
-            return step;
-        };
-        if map.contains_key("_tool") {
-            self.call_step(&at, map, &mut step);
-        } else {
-            self.canonical_step(&at, map, &mut step);
-        }
-        step
-    }
-
-    /// Seed 004: `{"_tool": "x", "arg": …, "_outputPath": "†state.y"}`.
-    fn call_step(&mut self, at: &str, map: &Map<String, Value>, step: &mut Step) {
-        let mut args = Map::new();
-        for (key, value) in map {
-            match key.as_str() {
-                "_tool" => match value {
-                    Value::String(tool) => step.tool = tool.clone(),
-                    other => self.shape(format!("{at}._tool"), "a tool name", other),
-                },
-                "_outputPath" => self.output_path(&format!("{at}._outputPath"), value, step),
-                "_id" => self.id(at, value, step),
-                "_description" => step.description = value.as_str().map(str::to_owned),
-                other if other.starts_with('_') => {
-                    let near = closest(other, ["_tool", "_outputPath", "_id"])
-                        .into_iter()
-                        .next();
-                    self.issue(
-                        format!("{at}.{other}"),
-                        IssueKind::UnknownField {
-                            field: other.into(),
-                            closest: near,
-                        },
-                    );
-                }
-                _ => {
-                    args.insert(key.clone(), value.clone());
-                }
-            }
-        }
-        step.args = self.template(&format!("{at}.args"), &Value::Object(args));
-    }
-
-    /// `_outputPath` / `output_path`: `"†state.ok"` or `"†state.ok || †state.error"`.
-    fn output_path(&mut self, at: &str, value: &Value, step: &mut Step) {
-        match value {
-            Value::String(path) => match refs::parse_output_path(path) {
-                Ok((success, error)) => step.output_slots = Some(OutputSlots { success, error }),
-                Err(message) => self.issue(
-                    at,
-                    IssueKind::BadOutputPath {
-                        text: path.clone(),
-                        message,
-                    },
-                ),
-            },
-            other => self.shape(at, "a state path such as \"†state.name\"", other),
-        }
-    }
-
-    fn id(&mut self, at: &str, value: &Value, step: &mut Step) {
-        match value {
-            Value::String(id) => {
-                step.id = id.clone();
-                step.explicit_id = true;
-            }
-            Value::Number(n) => {
-                step.id = n.to_string();
-                step.explicit_id = true;
-            }
-            Value::Null => {}
-            other => self.shape(format!("{at}.id"), "a string id", other),
-        }
-    }
-
-    fn canonical_step(&mut self, at: &str, map: &Map<String, Value>, step: &mut Step) {
-        let known = [
-            "id",
-            "tool",
-            "toolName",
-            "tool_name",
-            "server",
-            "serverId",
-            "server_id",
-            "args",
-            "arguments",
-            "parameters",
-            "params",
-            "depends_on",
-            "dependencies",
-            "dependsOn",
-            "timeout_ms",
-            "timeoutMs",
-            "retries",
-            "retry_unsafe",
-            "retryUnsafe",
-            "pipe_to",
-            "pipeTo",
-            "output_path",
-            "_outputPath",
-            "description",
-            "title",
-            "name",
-        ];
-        for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
-            let near = closest(key, STEP_FIELDS.iter().copied()).into_iter().next();
-            self.issue(
-                format!("{at}.{key}"),
-                IssueKind::UnknownField {
-                    field: key.clone(),
-                    closest: near,
-                },
-            );
-        }
-        if let Some(value) = map.get("id") {
-            self.id(at, value, step);
-        }
-        // `name` names the tool only in the function-call shape {"name", "arguments"}.
-        let tool_keys: &[&str] = if first_of(map, &["tool", "toolName", "tool_name"]).is_some() {
-            &["tool", "toolName", "tool_name"]
-        } else {
-            &["name"]
-        };
-        match first_of(map, tool_keys) {
-            Some((_, Value::String(tool))) => step.tool = tool.clone(),
-            Some((key, other)) => self.shape(format!("{at}.{key}"), "a tool name", other),
-            None => self.issue(format!("{at}.tool"), IssueKind::MissingTool),
-        }
-        match first_of(map, &["server", "serverId", "server_id"]) {
-            None | Some((_, Value::Null)) => {}
-            Some((_, Value::String(server))) => step.server = Some(server.clone()),
-            Some((key, other)) => self.shape(format!("{at}.{key}"), "a server name", other),
-        }
-        let given: Vec<&str> = ARG_ALIASES
-            .iter()
-            .copied()
-            .filter(|k| map.contains_key(*k))
-            .collect();
-        if given.len() > 1 {
-            let kind = IssueKind::WrongShape {
-                expected: "one arguments field".into(),
-                found: format!("both \"{}\" and \"{}\"", given[0], given[1]),
-            };
-            self.issue(format!("{at}.{}", given[1]), kind);
-        }
-        if let Some((_, value)) = first_of(map, ARG_ALIASES) {
-            step.args = self.args(&format!("{at}.args"), value);
-        }
-        if let Some((key, value)) = first_of(map, &["depends_on", "dependencies", "dependsOn"]) {
-            step.depends_on = self
-                .string_list(&format!("{at}.{key}"), value)
-                .unwrap_or_default();
-        }
-        if let Some((key, value)) = first_of(map, &["timeout_ms", "timeoutMs"]) {
-            step.timeout_ms = self.number(format!("{at}.{key}"), value);
-        }
-        if let Some(value) = map.get("retries") {
-            let retries = self.number(format!("{at}.retries"), value).unwrap_or(0);
-            step.retries = u32::try_from(retries).unwrap_or(u32::MAX);
-        }
-        if let Some((key, value)) = first_of(map, &["retry_unsafe", "retryUnsafe"]) {
-            match value {
-                Value::Bool(flag) => step.retry_unsafe = *flag,
-                other => self.shape(format!("{at}.{key}"), "true or false", other),
-            }
-        }
-        if let Some((key, value)) = first_of(map, &["output_path", "_outputPath"]) {
-            self.output_path(&format!("{at}.{key}"), value, step);
-        }
-        if let Some((key, value)) = first_of(map, &["pipe_to", "pipeTo"]) {
-            match value {
-                Value::String(name) => step.pipe_to = Some(name.clone()),
-                other => self.shape(format!("{at}.{key}"), "an argument name", other),
-            }
-        }
-        let note_keys: &[&str] = if tool_keys == ["name"] {
-            &["description", "title"]
-        } else {
-            &["description", "title", "name"]
-        };
-        if let Some((_, Value::String(text))) = first_of(map, note_keys) {
-            step.description = Some(text.clone());
-        }
-    }
-
-    /// A step's arguments: an object, or the JSON text of one.
-    fn args(&mut self, at: &str, value: &Value) -> Template<refs::RawRef> {
-        let parsed;
-        let value = match value {
-            Value::Null => return Template::default(),
-            Value::String(text) if text.trim().is_empty() => return Template::default(),
-            Value::String(text) => match parse_json_text(text) {
-                Ok(inner) => {
-                    parsed = inner;
-                    &parsed
-                }
-                Err(kind) => {
-                    self.issue(at, kind);
-                    return Template::default();
-                }
-            },
-            other => other,
-        };
-        if !value.is_object() {
-            self.shape(at, "an object of named arguments (or its JSON text)", value);
-            return Template::default();
-        }
-        self.template(at, value)
-    }
-
-    fn template(&mut self, at: &str, value: &Value) -> Template<refs::RawRef> {
-        let mut problems = Vec::new();
-        let template = Template::from_value(value, &mut problems);
-        for problem in problems {
-            let kind = IssueKind::BadReference {
-                text: problem.text,
-                message: problem.message,
-            };
-            self.issue(format!("{at}{}", problem.at), kind);
-        }
-        template
     }
 }

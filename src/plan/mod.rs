@@ -8,12 +8,16 @@
 mod canonical;
 mod describe;
 mod dialects;
+mod graph;
 mod issue;
 mod model;
+mod names;
 mod output;
 mod refs;
+mod resolve;
 mod schedule;
 mod schema;
+mod steps;
 mod template;
 mod tools;
 mod validate;
@@ -28,8 +32,9 @@ pub use issue::{IssueKind, IssueList, PlanIssue, describe_value, render_issues, 
 pub use model::{OnError, OutputSlots, Plan, Step, StepId, Strategy};
 pub use output::{ToolOutcome, output_value, parse_text, tool_outcome};
 pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
+pub use resolve::ResolveWarning;
 pub use schedule::{Schedule, dot, mermaid, schedule};
-pub use template::{Piece, Ref, RefSource, ResolveWarning, Template};
+pub use template::{Piece, Ref, RefSource, Template};
 pub use tools::{ToolMatch, ToolSpec, resolve_tool};
 pub use validate::{DEFAULT_PIPE_TO, EXECUTE_PLAN_TOOL, validate};
 pub use validated::{

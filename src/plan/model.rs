@@ -10,6 +10,7 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::names::fold_name;
 use super::refs::RawRef;
 use super::template::Template;
 
@@ -150,14 +151,6 @@ impl fmt::Display for OnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// Lower-cases a name and drops `_`, `-` and spaces, so `FAIL-FAST` matches `fail_fast`.
-pub(crate) fn fold_name(text: &str) -> String {
-    text.chars()
-        .filter(|c| !matches!(c, '_' | '-' | ' '))
-        .flat_map(char::to_lowercase)
-        .collect()
 }
 
 /// A parsed plan in canonical form, before it is checked against the catalog.

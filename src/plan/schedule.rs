@@ -133,11 +133,18 @@ impl Schedule {
             .map(|id| id.as_str().len())
             .max()
             .unwrap_or(0);
+        let tool_width = plan
+            .steps()
+            .iter()
+            .map(|s| s.exported.len())
+            .max()
+            .unwrap_or(0);
         for (l, group) in levels.iter().enumerate() {
             let _ = writeln!(out, "level {l}:");
             for id in group {
                 let Some(step) = plan.step(id) else { continue };
                 let _ = write!(out, "  {:width$}  {}", id.as_str(), step.exported);
+                let pad = tool_width - step.exported.len();
                 let waits: Vec<String> = step
                     .depends_on
                     .iter()
@@ -147,7 +154,7 @@ impl Schedule {
                     })
                     .collect();
                 if !waits.is_empty() {
-                    let _ = write!(out, "  waits for {}", waits.join(", "));
+                    let _ = write!(out, "{:pad$}  waits for {}", "", waits.join(", "));
                 }
                 out.push('\n');
             }

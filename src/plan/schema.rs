@@ -15,8 +15,8 @@
 
 use serde_json::{Map, Value};
 
-use super::dialects::closest;
 use super::issue::{IssueKind, PlanIssue, describe_value};
+use super::names::closest;
 use super::refs::PathSeg;
 use super::template::{Piece, Template};
 

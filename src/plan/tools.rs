@@ -15,8 +15,8 @@
 
 use serde_json::Value;
 
-use super::dialects::closest;
-use super::model::fold_name;
+use super::names::closest;
+use super::names::fold_name;
 
 /// One tool of the catalog, as the proxy exports it.
 #[derive(Debug, Clone, PartialEq)]

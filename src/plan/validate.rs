@@ -5,9 +5,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::dialects::closest;
+use super::graph::find_cycles;
 use super::issue::{IssueKind, PlanIssue, sort_issues};
-use super::model::{Plan, Step, StepId, Strategy, fold_name};
+use super::model::{Plan, Step, StepId, Strategy};
+use super::names::closest;
+use super::names::fold_name;
 use super::refs::{self, RawRef, RawRoot};
 use super::schema::check_args;
 use super::template::{Ref, RefSource, Template};
@@ -489,58 +491,17 @@ impl<'p> Validator<'p> {
         targets
     }
 
-    /// Reports every dependency cycle found by a depth-first walk, once each, as
-    /// `a → b → a` in data-flow order (`a → b`: b reads a).
+    /// Reports every dependency cycle once, as `a → b → a` in data-flow order
+    /// (`a → b`: b reads a), starting from its earliest step.
     fn cycles(&mut self, edges: &[Vec<usize>]) {
-        #[derive(Clone, Copy, PartialEq)]
-        enum Mark {
-            New,
-            OnStack,
-            Done,
-        }
-        let mut mark = vec![Mark::New; edges.len()];
-        let mut reported: Vec<Vec<usize>> = Vec::new();
-        for start in 0..edges.len() {
-            if mark[start] != Mark::New {
-                continue;
+        for cycle in find_cycles(edges) {
+            let ids = &self.plan.steps;
+            let mut path: Vec<String> = cycle.iter().map(|n| ids[*n].id.clone()).collect();
+            if let Some(first) = path.first().cloned() {
+                path.push(first);
             }
-            mark[start] = Mark::OnStack;
-            let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
-            while let Some(top) = stack.last_mut() {
-                let (node, next) = *top;
-                let Some(&target) = edges[node].get(next) else {
-                    mark[node] = Mark::Done;
-                    stack.pop();
-                    continue;
-                };
-                top.1 += 1;
-                match mark.get(target).copied() {
-                    Some(Mark::New) => {
-                        mark[target] = Mark::OnStack;
-                        stack.push((target, 0));
-                    }
-                    Some(Mark::OnStack) => {
-                        let from = stack.iter().position(|(n, _)| *n == target).unwrap_or(0);
-                        // The stack runs waiter → waited-for; data flows the other way.
-                        let mut cycle: Vec<usize> = stack[from..].iter().map(|(n, _)| *n).collect();
-                        cycle.reverse();
-                        let first = (0..cycle.len()).min_by_key(|k| cycle[*k]).unwrap_or(0);
-                        cycle.rotate_left(first);
-                        let mut key = cycle.clone();
-                        key.sort_unstable();
-                        if reported.contains(&key) {
-                            continue;
-                        }
-                        reported.push(key);
-                        let ids = &self.plan.steps;
-                        let mut path: Vec<String> =
-                            cycle.iter().map(|n| ids[*n].id.clone()).collect();
-                        path.push(path[0].clone());
-                        self.issue(format!("steps[{}]", cycle[0]), IssueKind::Cycle { path });
-                    }
-                    _ => {}
-                }
-            }
+            let at = format!("steps[{}]", cycle.first().copied().unwrap_or(0));
+            self.issue(at, IssueKind::Cycle { path });
         }
     }
 }

@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::issue::PlanIssue;
 use super::model::{OnError, OutputSlots, StepId, Strategy};
-use super::template::{RefSource, ResolveWarning, Template};
+use super::resolve::ResolveWarning;
+use super::template::{RefSource, Template};
 
 /// Default cap on steps per plan; `[proxy] max_plan_steps` overrides it.
 pub const DEFAULT_MAX_PLAN_STEPS: usize = 256;

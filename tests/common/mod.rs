@@ -1,16 +1,20 @@
 //! Shared harness for the end-to-end and interop tests: the real `planmux` binary as a
 //! child process, driven by rmcp's client, with real downstream processes.
 #![allow(dead_code)] // each test file uses a different part of the harness
+#![allow(deprecated)] // sampling, roots and logging are deprecated by SEP-2577
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    JsonObject, ProgressNotificationParam,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    Implementation, JsonObject, ListRootsResult, LoggingMessageNotificationParam,
+    ProgressNotificationParam,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
@@ -22,7 +26,10 @@ pub fn bin() -> &'static str {
 
 /// A stdio server entry running a built-in demo as a real child process.
 pub fn demo_server(name: &str, demo: &str, extra: &str) -> String {
-    format!("[servers.{name}]\ncommand = \"{}\"\nargs = [\"demo\", \"{demo}\"]\n{extra}\n", bin())
+    format!(
+        "[servers.{name}]\ncommand = \"{}\"\nargs = [\"demo\", \"{demo}\"]\n{extra}\n",
+        bin()
+    )
 }
 
 /// What the client saw besides responses.
@@ -30,20 +37,78 @@ pub fn demo_server(name: &str, demo: &str, extra: &str) -> String {
 pub struct Seen {
     pub progress: Vec<ProgressNotificationParam>,
     pub list_changed: usize,
+    pub logs: Vec<Value>,
 }
 
-/// A client handler that records notifications.
+/// A client handler that records notifications. With `capable`, it also declares and
+/// answers sampling, elicitation and roots with canned answers.
 #[derive(Clone, Default)]
 pub struct Recorder {
     pub seen: Arc<Mutex<Seen>>,
+    pub capable: bool,
 }
 
 impl ClientHandler for Recorder {
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new("planmux-tests", "0"))
+        let capabilities = if self.capable {
+            ClientCapabilities::builder()
+                .enable_roots()
+                .enable_sampling()
+                .enable_elicitation()
+                .build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(capabilities, Implementation::new("planmux-tests", "0"))
     }
 
-    async fn on_progress(&self, params: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        serde_json::from_value(serde_json::json!({
+            "model": "canned-model", "role": "assistant",
+            "content": {"type": "text", "text": "hi from the host"}
+        }))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _params: ElicitRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        serde_json::from_value(serde_json::json!({"action": "accept", "content": {"name": "Ada"}}))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn list_roots(
+        &self,
+        _: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        serde_json::from_value(
+            serde_json::json!({"roots": [{"uri": "file:///work", "name": "work"}]}),
+        )
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.logs
+                .push(serde_json::to_value(&params).unwrap_or_default());
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
         if let Ok(mut seen) = self.seen.lock() {
             seen.progress.push(params);
         }
@@ -66,6 +131,11 @@ pub struct Proxy {
 
 /// Writes `config` to a temp folder and starts `planmux serve --config` on it.
 pub async fn start(config: &str) -> anyhow::Result<Proxy> {
+    start_with(config, Recorder::default()).await
+}
+
+/// [`start`] with a given client handler.
+pub async fn start_with(config: &str, recorder: Recorder) -> anyhow::Result<Proxy> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("servers.toml");
     std::fs::write(&path, config)?;
@@ -75,13 +145,20 @@ pub async fn start(config: &str) -> anyhow::Result<Proxy> {
         .stderr(std::process::Stdio::inherit())
         .spawn()?;
     let pid = transport.id().ok_or_else(|| anyhow::anyhow!("no pid"))?;
-    let recorder = Recorder::default();
     let client = recorder.clone().serve(transport).await?;
-    Ok(Proxy { client, recorder, pid, dir })
+    Ok(Proxy {
+        client,
+        recorder,
+        pid,
+        dir,
+    })
 }
 
 /// Connects straight to a downstream server, for comparisons with the proxied path.
-pub async fn direct(command: &str, args: &[&str]) -> anyhow::Result<RunningService<RoleClient, Recorder>> {
+pub async fn direct(
+    command: &str,
+    args: &[&str],
+) -> anyhow::Result<RunningService<RoleClient, Recorder>> {
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(args);
     let (transport, _) = TokioChildProcess::builder(cmd)
@@ -107,7 +184,10 @@ pub fn json(result: &CallToolResult) -> Value {
 
 /// The text of the first text content block.
 pub fn text(result: &CallToolResult) -> String {
-    json(result)["content"][0]["text"].as_str().unwrap_or_default().to_string()
+    json(result)["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Every descendant of `pid` (children, grandchildren, …) that exists now.
@@ -115,7 +195,13 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     let mut parents: Vec<(u32, u32)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
-            let Some(child) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            let Some(child) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
             if let Some(ppid) = stat_field(child, 1).and_then(|s| s.parse().ok()) {
                 parents.push((child, ppid));
             }
@@ -125,7 +211,12 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
-        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(c, _)| *c));
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
         i += 1;
     }
     found.remove(0);

@@ -3,7 +3,7 @@
 
 Usage:
     python_client.py --planmux target/debug/planmux --config servers.toml --mode auto|legacy
-                     [--expect-protocol VERSION] [--wire-log FILE]
+                     [--stdio-chaos SERVER]... [--expect-protocol VERSION] [--wire-log FILE]
 
 `--mode auto` is the SDK's default connect mode (`Client(..., mode="auto")`): it probes
 with `server/discover` at the newest modern protocol (2026-07-28) and falls back to the
@@ -15,7 +15,9 @@ The config must export the built-in chaos demo as `chaos` and the weather demo a
 `weather`. In each mode this lists the tools, calls `chaos__echo` (structuredContent and
 `_meta`), `weather__get_weather` (outputSchema, validated by the SDK) and `chaos__fail`
 (isError), and checks that each result parses in the SDK for the negotiated protocol
-(on 2026-07-28 the SDK rejects a CallToolResult without `resultType`).
+(on 2026-07-28 the SDK rejects a CallToolResult without `resultType`). It also checks
+progress notifications (`chaos__sleep`), the echo of each `--stdio-chaos` child server, and
+that an unknown tool is a JSON-RPC error after which the session still works.
 
 Prints one JSON summary on stdout. Exits 0 when every check passed, 1 when one failed
 (the summary's "failures" say which, and the last wire messages are printed on stderr),
@@ -36,6 +38,7 @@ from typing import Any
 import anyio
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 MODES = {"auto": "auto", "default": "auto", "legacy": "legacy"}
@@ -106,7 +109,7 @@ class Checks:
 ECHO_ARGS = {"text": "hello from python", "n": 42, "nested": {"list": [1, 2.5, None, True], "s": "ü"}}
 
 
-async def exercise(client: Client, checks: Checks, summary: dict[str, Any]) -> None:
+async def exercise(client: Client, checks: Checks, summary: dict[str, Any], stdio_chaos: list[str]) -> None:
     summary["protocol_version"] = client.protocol_version
     info = client.server_info
     summary["server_info"] = dump(info) if info is not None else None
@@ -161,6 +164,41 @@ async def exercise(client: Client, checks: Checks, summary: dict[str, Any]) -> N
     again = await client.call_tool("weather__get_weather", {"location": "Tokyo"})
     checks.expect(dump(again) == dump(report), "a second weather__get_weather call answered differently")
 
+    # Progress: chaos__sleep reports each step to the progress token the SDK sends.
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    slept = await client.call_tool("chaos__sleep", {"ms": 150, "steps": 3}, progress_callback=on_progress)
+    calls["chaos__sleep"] = dump(slept)
+    calls["chaos__sleep"]["progress_seen"] = seen
+    checks.expect(not slept.is_error and (slept.structured_content or {}).get("slept_ms") == 150,
+                  f"chaos__sleep failed: {dump(slept)}")
+    # The last notification may race the response; at least the first ones must arrive in order.
+    progresses = [p for p, _, _ in seen]
+    checks.expect(len(seen) >= 2 and progresses == sorted(progresses) and all(t == 3 for _, t, _ in seen),
+                  f"chaos__sleep progress through planmux: expected 1..3 of 3, saw {seen!r}")
+
+    # Each stdio chaos child named on the command line answers through planmux too.
+    for server in stdio_chaos:
+        name = f"{server}__echo"
+        checks.expect(name in tools, f"tools/list lacks {name}")
+        result = await client.call_tool(name, {"via": server})
+        calls[name] = dump(result)
+        checks.expect(result.structured_content == {"via": server} and not result.is_error,
+                      f"{name} through a stdio child: {dump(result)}")
+
+    # An unknown tool is a JSON-RPC error (the SDK raises MCPError), and the session survives it.
+    try:
+        bogus = await client.call_tool("chaos__no_such_tool", {})
+        checks.expect(False, f"calling an unknown tool did not raise: {dump(bogus)}")
+    except MCPError as e:
+        calls["chaos__no_such_tool"] = {"error": {"code": e.code, "message": e.message}}
+        checks.expect(e.code == -32602, f"unknown tool: expected error -32602, got {e.code} {e.message!r}")
+    after = await client.call_tool("chaos__echo", {"after": "error"})
+    checks.expect(after.structured_content == {"after": "error"}, f"call after an error: {dump(after)}")
+
 
 async def main_async(args: argparse.Namespace) -> int:
     mode = MODES[args.mode]
@@ -173,7 +211,7 @@ async def main_async(args: argparse.Namespace) -> int:
         with anyio.fail_after(args.timeout):
             async with Client(tapped(params, wire), mode=mode, read_timeout_seconds=args.timeout) as client:
                 summary["connect_ms"] = round((time.monotonic() - started) * 1000, 1)
-                await exercise(client, checks, summary)
+                await exercise(client, checks, summary, args.stdio_chaos)
     except BaseException as exc:  # noqa: BLE001 - any failure is reported, with its cause
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -212,7 +250,7 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"python_client ({args.mode}): {len(checks.failures)} check(s) failed:", file=sys.stderr)
         for failure in checks.failures:
             print(f"  - {failure}", file=sys.stderr)
-        print(f"last wire messages (-> to planmux, <- from planmux):", file=sys.stderr)
+        print("last wire messages (-> to planmux, <- from planmux):", file=sys.stderr)
         for line in list(wire.messages)[-args.tail:]:
             print(f"  {line[:2000]}", file=sys.stderr)
         return 1
@@ -224,6 +262,8 @@ def main() -> int:
     parser.add_argument("--planmux", required=True, help="path of the planmux binary")
     parser.add_argument("--config", required=True, help="servers.toml with chaos and weather demos")
     parser.add_argument("--mode", required=True, choices=sorted(MODES), help="auto (= default) or legacy")
+    parser.add_argument("--stdio-chaos", action="append", default=[], metavar="SERVER",
+                        help="a server of the config that is a `planmux demo chaos` child: its echo is called too")
     parser.add_argument("--expect-protocol", help="fail unless this protocol version was negotiated")
     parser.add_argument("--wire-log", help="write every JSON-RPC message to this file")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run")

@@ -274,3 +274,131 @@ fn seed_004_caught_failure() {
     });
     check(seed, expected);
 }
+
+/// The built-in demo servers' tools as src/demo declares them (schemas and
+/// annotations), so that a plan in each seed dialect is shown to validate against what
+/// `planmux validate` will see.
+fn builtin_catalog() -> Vec<super::super::ToolSpec> {
+    let tool = |server: &str, name: &str, schema: Value, read_only: bool, idempotent: bool| {
+        super::super::ToolSpec {
+            exported: format!("{server}__{name}"),
+            server: server.into(),
+            tool: name.into(),
+            input_schema: schema,
+            read_only,
+            idempotent,
+        }
+    };
+    vec![
+        tool(
+            "metrics",
+            "list_metrics",
+            json!({"type": "object", "properties": {"category": {"type": "string"}}}),
+            true,
+            false,
+        ),
+        tool(
+            "metrics",
+            "query_metric",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            true,
+            false,
+        ),
+        tool(
+            "metrics",
+            "check_threshold",
+            json!({"type": "object", "properties": {
+                "metric": {"type": "string"}, "metric_name": {"type": "string"},
+                "value": {"type": ["number", "string"]}, "threshold": {"type": ["number", "string"]},
+                "op": {"type": "string"}, "operator": {"type": "string"}}, "required": ["threshold"]}),
+            true,
+            false,
+        ),
+        tool(
+            "weather",
+            "get_weather",
+            json!({"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}),
+            true,
+            true,
+        ),
+        tool(
+            "weather",
+            "get-forecast",
+            json!({"type": "object", "properties": {"latitude": {"type": "number"}, "longitude": {"type": "number"}},
+                   "required": ["latitude", "longitude"]}),
+            true,
+            true,
+        ),
+        tool(
+            "weather",
+            "compare_data",
+            json!({"type": "object", "properties": {"data_a": {}, "data_b": {}}, "required": ["data_a", "data_b"]}),
+            true,
+            true,
+        ),
+        tool(
+            "files",
+            "write_file",
+            json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {}}, "required": ["path", "content"]}),
+            false,
+            true,
+        ),
+        tool(
+            "files",
+            "read_file",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            true,
+            false,
+        ),
+        tool(
+            "chaos",
+            "fail",
+            json!({"type": "object", "properties": {"message": {"type": "string"}}}),
+            false,
+            false,
+        ),
+        tool("chaos", "echo", json!({"type": "object"}), true, true),
+    ]
+}
+
+#[test]
+fn each_dialect_validates_against_the_builtin_demo_servers() {
+    let plans = [
+        // 000: the weather comparison, exactly as the seed wrote it.
+        json!({"steps": [
+            {"id": "weather_tokyo", "tool": "get_weather", "arguments": "{\"location\": \"Tokyo\"}"},
+            {"id": "weather_london", "tool": "get_weather", "arguments": "{\"location\": \"London\"}"},
+            {"id": "comparison", "tool": "compare_data",
+             "arguments": "{\"data_a\": \"$ref:weather_tokyo\", \"data_b\": \"$ref:weather_london\"}"}
+        ], "output_steps": ["comparison"]}),
+        // 001: the CPU check, exactly as the seed wrote it, sent as a string.
+        json!({"plan": seed_001_plan().to_string()}),
+        // 002: weather to file, exactly as the seed wrote it.
+        json!({"planType": "SEQUENTIAL", "steps": [
+            {"id": "step1", "serverId": "weather-server", "toolName": "get-forecast",
+             "parameters": {"latitude": 40.7128, "longitude": -74.0060}, "dependencies": []},
+            {"id": "step2", "serverId": "filesystem-server", "toolName": "write_file",
+             "parameters": {"path": "documents/weather.txt", "content": "${step1.result}"},
+             "dependencies": ["step1"]}
+        ]}),
+        // 004: state slots and a caught failure, on the demo tools.
+        json!({"inputs": {"city": "Oslo"}, "calls": [
+            {"_tool": "weather__get_weather", "location": "†input.city", "_outputPath": "†state.report"},
+            {"_tool": "chaos__fail", "message": "no", "_outputPath": "†state.ok || †state.error"},
+            {"_tool": "files__write_file", "path": "oslo.json", "content": "†state.report"},
+            {"_tool": "chaos__echo", "problem": "†state.error"}
+        ]}),
+        // The description's own example.
+        json!({"goal": "Is CPU above 80%?", "steps": [
+            {"id": "list", "tool": "metrics__list_metrics", "args": {"category": "compute"}},
+            {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "$ref:list.metrics[0].name"}},
+            {"id": "check", "tool": "metrics__check_threshold",
+             "args": {"metric": "${cpu.name}", "value": "$ref:cpu.current", "threshold": 80, "op": "gt"}}
+        ], "outputs": ["check"]}),
+    ];
+    for plan in plans {
+        if let Err(issues) = prepare(&plan, &builtin_catalog(), &Limits::default()) {
+            panic!("{plan}\n{}", render_issues(&issues));
+        }
+    }
+}

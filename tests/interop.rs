@@ -1,0 +1,461 @@
+//! Interop: planmux between real clients and real servers.
+//!
+//! - The official MCP Python SDK (tests/interop/python_client.py, mcp==2.3.0) as the host,
+//!   in its default connect mode (`server/discover` at 2026-07-28, falling back to
+//!   `initialize`) and in its legacy mode (`initialize`).
+//! - The reference servers from npm (server-everything over stdio and streamable HTTP,
+//!   server-filesystem, server-memory) as downstreams, compared with direct connections.
+//!
+//! Prerequisites are installed by `scripts/test` (npm ci --prefix tests/interop, and a
+//! venv in tests/interop/.venv). When one is missing every test here fails and says so.
+
+mod common;
+#[path = "interop/support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{call, eventually, json, start, text};
+use rmcp::model::{CallToolRequest, ClientRequest, NumberOrString, ProgressToken, RequestMetaObject, ServerResult};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Value, json};
+use support::{EVERYTHING, FILESYSTEM, HttpEverything, MEMORY, Timer, direct_mirror, entry, node, stdio_server, toml_str, without_name};
+
+type R = anyhow::Result<()>;
+
+// ---------------------------------------------------------------------------------------
+// The Python SDK as the host
+// ---------------------------------------------------------------------------------------
+
+/// Runs python_client.py against planmux serving the built-in demos plus a stdio
+/// `planmux demo chaos` child, and returns its JSON summary.
+async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Value> {
+    let python = support::python();
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    let stdio_child = stdio_server("chaos2", common::bin(), &["demo", "chaos"], "");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.metrics]\nbuiltin = \"metrics\"\n\n[servers.weather]\nbuiltin = \"weather\"\n\n\
+             [servers.chaos]\nbuiltin = \"chaos\"\n\n{stdio_child}"
+        ),
+    )?;
+    let wire = dir.path().join(format!("wire-{mode}.log"));
+    let script = common::interop_dir().join("python_client.py");
+    let run = tokio::process::Command::new(&python)
+        .arg(&script)
+        .args(["--planmux", common::bin(), "--mode", mode, "--stdio-chaos", "chaos2"])
+        .arg("--config")
+        .arg(&config)
+        .args(["--expect-protocol", expect_protocol])
+        .arg("--wire-log")
+        .arg(&wire)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .map_err(|_| anyhow::anyhow!("python_client.py --mode {mode} did not finish within 120 s"))??;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        let wire_log = std::fs::read_to_string(&wire).unwrap_or_default();
+        panic!(
+            "python_client.py --mode {mode} failed ({}):\n--- stderr ---\n{stderr}\n--- stdout ---\n{stdout}\n--- wire log ---\n{wire_log}",
+            out.status
+        );
+    }
+    let summary: Value = serde_json::from_str(&stdout)
+        .map_err(|e| anyhow::anyhow!("python_client.py printed no JSON summary ({e}):\n{stdout}\n{stderr}"))?;
+    Ok(summary)
+}
+
+fn check_python_summary(summary: &Value, mode: &str, protocol: &str) {
+    assert_eq!(summary["ok"], json!(true), "{mode}: {summary:#}");
+    assert_eq!(summary["protocol_version"], json!(protocol), "{mode}: {summary:#}");
+    let calls = &summary["calls"];
+    assert_eq!(calls["chaos__fail"]["isError"], json!(true), "{mode}");
+    assert_eq!(calls["weather__get_weather"]["structuredContent"]["location"], json!("Tokyo"), "{mode}");
+    assert_eq!(calls["chaos2__echo"]["structuredContent"], json!({"via": "chaos2"}), "{mode}");
+    // What each era requires of a tool result on the wire.
+    let result_type = calls["chaos__echo"].get("resultType").cloned();
+    if protocol == "2026-07-28" {
+        assert_eq!(result_type, Some(json!("complete")), "{mode}: a 2026-07-28 CallToolResult needs resultType");
+    }
+}
+
+#[tokio::test]
+async fn python_sdk_default_mode_discovers_2026_07_28() -> R {
+    let _t = Timer::start("python_sdk_default_mode_discovers_2026_07_28");
+    let summary = python_client("default", "2026-07-28").await?;
+    check_python_summary(&summary, "default", "2026-07-28");
+    let handshake = summary["handshake"][0].as_str().unwrap_or_default();
+    assert!(handshake.contains("\"server/discover\""), "the default mode should probe with server/discover: {handshake}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn python_sdk_legacy_mode_initializes() -> R {
+    let _t = Timer::start("python_sdk_legacy_mode_initializes");
+    let summary = python_client("legacy", "2025-11-25").await?;
+    check_python_summary(&summary, "legacy", "2025-11-25");
+    let handshake = summary["handshake"][0].as_str().unwrap_or_default();
+    assert!(handshake.contains("\"initialize\""), "the legacy mode should send initialize: {handshake}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// server-everything over stdio
+// ---------------------------------------------------------------------------------------
+
+fn everything_config(extra: &str) -> String {
+    stdio_server("everything", node(), &[&entry(EVERYTHING)], extra)
+}
+
+/// Both tool lists as name → definition-without-name, planmux's with the prefix removed.
+async fn tool_maps(
+    proxy: &common::Proxy,
+    direct: &rmcp::service::RunningService<rmcp::RoleClient, support::MirrorHost>,
+    prefix: &str,
+) -> anyhow::Result<(BTreeMap<String, Value>, BTreeMap<String, Value>, Vec<String>)> {
+    let mut via = BTreeMap::new();
+    let mut others = Vec::new();
+    for tool in proxy.client.list_all_tools().await? {
+        match tool.name.strip_prefix(prefix) {
+            Some(bare) => {
+                via.insert(bare.to_string(), without_name(&tool));
+            }
+            None => others.push(tool.name.to_string()),
+        }
+    }
+    let orig = direct.list_all_tools().await?.iter().map(|t| (t.name.to_string(), without_name(t))).collect();
+    Ok((via, orig, others))
+}
+
+/// A readable difference between two tool maps.
+fn describe_difference(via: &BTreeMap<String, Value>, orig: &BTreeMap<String, Value>) -> String {
+    let mut lines = Vec::new();
+    for (name, tool) in orig {
+        match via.get(name) {
+            None => lines.push(format!("missing through planmux: {name}")),
+            Some(v) if v != tool => lines.push(format!("{name} differs:\n  direct:  {tool}\n  planmux: {v}")),
+            Some(_) => {}
+        }
+    }
+    for name in via.keys().filter(|n| !orig.contains_key(*n)) {
+        lines.push(format!("only through planmux: {name}"));
+    }
+    lines.join("\n")
+}
+
+#[tokio::test]
+async fn everything_tools_list_is_the_direct_list_prefixed() -> R {
+    let _t = Timer::start("everything_tools_list_is_the_direct_list_prefixed");
+    let proxy = start(&everything_config("")).await?;
+    let direct = direct_mirror(node(), &[&entry(EVERYTHING)], &[]).await?;
+    // server-everything registers its capability-dependent tools after `initialized` and
+    // announces them with list_changed: let both sides settle.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (via, orig, others) = loop {
+        let maps = tool_maps(&proxy, &direct, "everything__").await?;
+        if maps.0 == maps.1 || Instant::now() > deadline {
+            break maps;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(others.is_empty(), "tools without the everything__ prefix: {others:?}");
+    assert!(orig.len() >= 10, "server-everything listed only {} tools: {:?}", orig.len(), orig.keys());
+    for name in ["echo", "get-structured-content", "trigger-long-running-operation", "get-tiny-image"] {
+        assert!(orig.contains_key(name), "server-everything has no {name}: {:?}", orig.keys());
+    }
+    assert!(orig["get-structured-content"].get("outputSchema").is_some());
+    assert!(orig["echo"].get("annotations").is_some());
+    assert!(via == orig, "tools/list through planmux differs from the direct list:\n{}", describe_difference(&via, &orig));
+    direct.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn everything_calls_give_the_direct_results() -> R {
+    let _t = Timer::start("everything_calls_give_the_direct_results");
+    let proxy = start(&everything_config("")).await?;
+    let direct = direct_mirror(node(), &[&entry(EVERYTHING)], &[]).await?;
+    let cases = [
+        ("echo", json!({"message": "héllo planmux"})),
+        ("get-structured-content", json!({"location": "Chicago"})),
+        ("get-sum", json!({"a": 2, "b": 3.5})),
+        ("get-annotated-message", json!({"messageType": "error", "includeImage": true})),
+        ("get-tiny-image", json!({})),
+        ("get-resource-links", json!({"count": 2})),
+        ("get-resource-reference", json!({"resourceType": "Text", "resourceId": 2})),
+        // Invalid arguments: whatever the server answers (a tool error), planmux passes on.
+        ("get-sum", json!({"a": "two"})),
+    ];
+    for (tool, args) in cases {
+        let via = proxy.client.call_tool(call(&format!("everything__{tool}"), args.clone())).await;
+        let orig = direct.call_tool(call(tool, args.clone())).await;
+        match (via, orig) {
+            (Ok(via), Ok(orig)) => assert_eq!(json(&via), json(&orig), "{tool} {args}"),
+            (Err(via), Err(orig)) => assert_eq!(via.to_string(), orig.to_string(), "{tool} {args}"),
+            (via, orig) => panic!("{tool} {args}: through planmux {via:?}, direct {orig:?}"),
+        }
+    }
+    let echoed = proxy.client.call_tool(call("everything__echo", json!({"message": "hi"}))).await?;
+    assert_eq!(text(&echoed), "Echo: hi");
+    let structured = proxy.client.call_tool(call("everything__get-structured-content", json!({"location": "Chicago"}))).await?;
+    assert_eq!(structured.structured_content, Some(json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82})));
+    direct.cancel().await?;
+    Ok(())
+}
+
+fn long_running(duration_s: f64, steps: u32, token: &str) -> (ClientRequest, PeerRequestOptions, ProgressToken) {
+    let token = ProgressToken(NumberOrString::String(token.to_string().into()));
+    let mut params = call("everything__trigger-long-running-operation", json!({"duration": duration_s, "steps": steps}));
+    params.meta = Some(RequestMetaObject::with_progress_token(token.clone()));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let options = PeerRequestOptions::with_timeout(Duration::from_secs(30)).with_meta(RequestMetaObject::with_progress_token(token.clone()));
+    (request, options, token)
+}
+
+#[tokio::test]
+async fn everything_long_running_operation_reports_progress() -> R {
+    let _t = Timer::start("everything_long_running_operation_reports_progress");
+    let proxy = start(&everything_config("")).await?;
+    let (request, options, _) = long_running(1.0, 4, "interop-progress");
+    let handle = proxy.client.send_cancellable_request(request, options).await?;
+    let token = handle.progress_token.clone();
+    let response = handle.await_response().await?;
+    let ServerResult::CallToolResult(result) = response else { panic!("not a tool result: {response:?}") };
+    assert_eq!(text(&result), "Long running operation completed. Duration: 1 seconds, Steps: 4.");
+    let progress_of = |s: &common::Seen| s.progress.iter().filter(|p| p.progress_token == token).cloned().collect::<Vec<_>>();
+    let all = eventually(Duration::from_secs(2), || proxy.recorder.seen.lock().map(|s| progress_of(&s).len() >= 4).unwrap_or(false)).await;
+    let progress = proxy.recorder.seen.lock().map(|s| progress_of(&s)).unwrap_or_default();
+    assert!(all, "expected 4 progress notifications with the request's token {token:?}, got {progress:?}");
+    let steps: Vec<f64> = progress.iter().map(|p| p.progress).collect();
+    assert_eq!(steps, vec![1.0, 2.0, 3.0, 4.0]);
+    assert!(progress.iter().all(|p| p.total == Some(4.0)), "{progress:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn everything_long_running_operation_cancels_promptly() -> R {
+    let _t = Timer::start("everything_long_running_operation_cancels_promptly");
+    let proxy = start(&everything_config("")).await?;
+
+    // 1. An explicit notifications/cancelled (RequestHandle::cancel) after the first progress.
+    let (request, options, _) = long_running(20.0, 40, "interop-cancel");
+    let handle = proxy.client.send_cancellable_request(request, options).await?;
+    let token = handle.progress_token.clone();
+    let count = |proxy: &common::Proxy| {
+        proxy.recorder.seen.lock().map(|s| s.progress.iter().filter(|p| p.progress_token == token).count()).unwrap_or(0)
+    };
+    assert!(eventually(Duration::from_secs(5), || count(&proxy) >= 1).await, "no progress before cancelling");
+    let cancelled_at = Instant::now();
+    handle.cancel(Some("interop test".into())).await?;
+    let cancel_took = cancelled_at.elapsed();
+    assert!(cancel_took < Duration::from_secs(1), "cancel took {cancel_took:?}");
+    // planmux answers at once while the operation would still run for ~19 s...
+    let asked = Instant::now();
+    let echoed = proxy.client.call_tool(call("everything__echo", json!({"message": "still here"}))).await?;
+    assert_eq!(text(&echoed), "Echo: still here");
+    assert!(asked.elapsed() < Duration::from_secs(2), "a call after the cancel took {:?}", asked.elapsed());
+    // ...and forwards no more progress for the cancelled call (one may already be in flight).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let settled = count(&proxy);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(count(&proxy), settled, "progress for a cancelled call kept arriving (a step is 0.5 s)");
+
+    // 2. A call future dropped by the client (rmcp sends notifications/cancelled for it).
+    let started = Instant::now();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(700),
+        proxy.client.call_tool(call("everything__trigger-long-running-operation", json!({"duration": 20, "steps": 2}))),
+    )
+    .await;
+    assert!(dropped.is_err(), "the 20 s operation answered early: {dropped:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let echoed = proxy.client.call_tool(call("everything__echo", json!({"message": "after drop"}))).await?;
+    assert_eq!(text(&echoed), "Echo: after drop");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// server-everything over streamable HTTP
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn everything_over_streamable_http_round_trips() -> R {
+    let _t = Timer::start("everything_over_streamable_http_round_trips");
+    let server = HttpEverything::start().await?;
+    let proxy = start(&format!("[servers.remote]\nurl = {}\n", toml_str(&server.url))).await?;
+    let tools = proxy.client.list_all_tools().await?;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"remote__echo"), "tools from {} (pid {:?}): {names:?}", server.url, server.pid());
+    let echoed = proxy.client.call_tool(call("remote__echo", json!({"message": "over http"}))).await?;
+    assert_eq!((echoed.is_error, text(&echoed)), (Some(false), "Echo: over http".to_string()), "{}", json(&echoed));
+    let structured = proxy.client.call_tool(call("remote__get-structured-content", json!({"location": "Los Angeles"}))).await?;
+    assert_eq!(structured.structured_content, Some(json!({"temperature": 73, "conditions": "Sunny / Clear", "humidity": 48})));
+
+    // Progress comes back over the HTTP response stream and through planmux.
+    let token = ProgressToken(NumberOrString::String("interop-http".into()));
+    let mut params = call("remote__trigger-long-running-operation", json!({"duration": 0.6, "steps": 3}));
+    params.meta = Some(RequestMetaObject::with_progress_token(token.clone()));
+    let options = PeerRequestOptions::with_timeout(Duration::from_secs(30)).with_meta(RequestMetaObject::with_progress_token(token));
+    let handle = proxy.client.send_cancellable_request(ClientRequest::CallToolRequest(CallToolRequest::new(params)), options).await?;
+    let sent = handle.progress_token.clone();
+    let response = handle.await_response().await?;
+    assert!(matches!(response, ServerResult::CallToolResult(_)), "{response:?}");
+    let count = || proxy.recorder.seen.lock().map(|s| s.progress.iter().filter(|p| p.progress_token == sent).count()).unwrap_or(0);
+    assert!(eventually(Duration::from_secs(2), || count() >= 3).await, "progress over HTTP: {} of 3", count());
+    drop(proxy);
+    drop(server);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// server-filesystem and server-memory
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn filesystem_write_then_read_matches_direct() -> R {
+    let _t = Timer::start("filesystem_write_then_read_matches_direct");
+    let root = tempfile::tempdir()?;
+    // The server reports canonical paths: resolve symlinks (e.g. /tmp) up front.
+    let root_path = std::fs::canonicalize(root.path())?;
+    let root_str = root_path.to_string_lossy().into_owned();
+    let script = entry(FILESYSTEM);
+    let proxy = start(&stdio_server("fs", node(), &[&script, &root_str], "")).await?;
+    let direct = direct_mirror(node(), &[&script, &root_str], &[]).await?;
+
+    let file = root_path.join("notes.txt");
+    let file_str = file.to_string_lossy().into_owned();
+    let content = "first line\nsecond line: ünïcödé\n";
+    let written = proxy.client.call_tool(call("fs__write_file", json!({"path": file_str, "content": content}))).await?;
+    assert_ne!(written.is_error, Some(true), "{}", json(&written));
+    assert_eq!(std::fs::read_to_string(&file)?, content, "write_file through planmux wrote something else");
+
+    // Writing the same again directly answers the same as through planmux.
+    let written_direct = direct.call_tool(call("write_file", json!({"path": file_str, "content": content}))).await?;
+    assert_eq!(json(&written), json(&written_direct));
+
+    for (tool, args) in [
+        ("read_text_file", json!({"path": file_str})),
+        ("read_file", json!({"path": file_str})),
+        ("read_text_file", json!({"path": file_str, "head": 1})),
+        ("list_directory", json!({"path": root_str})),
+        // planmux offers roots to its downstreams; without a host that has roots, the
+        // server keeps the folder from its command line, as it does directly.
+        ("list_allowed_directories", json!({})),
+    ] {
+        let via = proxy.client.call_tool(call(&format!("fs__{tool}"), args.clone())).await?;
+        let orig = direct.call_tool(call(tool, args.clone())).await?;
+        assert_eq!(json(&via), json(&orig), "{tool} {args}");
+    }
+    let read = proxy.client.call_tool(call("fs__read_text_file", json!({"path": file_str}))).await?;
+    assert_eq!(read.structured_content, Some(json!({"content": content})));
+
+    // Outside the allowed folder: the server's own refusal comes back unchanged.
+    let outside = json!({"path": "/etc/hostname"});
+    let via = proxy.client.call_tool(call("fs__read_text_file", outside.clone())).await?;
+    let orig = direct.call_tool(call("read_text_file", outside)).await?;
+    assert_eq!(via.is_error, Some(true), "{}", json(&via));
+    assert_eq!(json(&via), json(&orig));
+    direct.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn memory_create_entities_then_read_graph() -> R {
+    let _t = Timer::start("memory_create_entities_then_read_graph");
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("memory.jsonl");
+    let store_str = store.to_string_lossy().into_owned();
+    let script = entry(MEMORY);
+    let extra = format!("env = {{ MEMORY_FILE_PATH = {} }}", toml_str(&store_str));
+    let proxy = start(&stdio_server("memory", node(), &[&script], &extra)).await?;
+
+    let entities = json!({"entities": [
+        {"name": "planmux", "entityType": "project", "observations": ["proxies MCP servers", "written in Rust"]},
+        {"name": "server-memory", "entityType": "server", "observations": ["stores a knowledge graph"]},
+    ]});
+    let created = proxy.client.call_tool(call("memory__create_entities", entities)).await?;
+    assert_ne!(created.is_error, Some(true), "{}", json(&created));
+    let related = proxy
+        .client
+        .call_tool(call("memory__create_relations", json!({"relations": [{"from": "planmux", "to": "server-memory", "relationType": "proxies"}]})))
+        .await?;
+    assert_ne!(related.is_error, Some(true), "{}", json(&related));
+
+    let graph = proxy.client.call_tool(call("memory__read_graph", json!({}))).await?;
+    assert_ne!(graph.is_error, Some(true), "{}", json(&graph));
+    let structured = graph.structured_content.clone().unwrap_or_else(|| serde_json::from_str(&text(&graph)).unwrap_or(Value::Null));
+    let names: Vec<&str> = structured["entities"].as_array().map(|a| a.iter().filter_map(|e| e["name"].as_str()).collect()).unwrap_or_default();
+    assert_eq!(names, vec!["planmux", "server-memory"], "{structured:#}");
+    assert_eq!(structured["entities"][0]["observations"], json!(["proxies MCP servers", "written in Rust"]));
+    assert_eq!(structured["relations"][0]["relationType"], json!("proxies"), "{structured:#}");
+    assert!(store.is_file(), "server-memory did not write its store where MEMORY_FILE_PATH (set through planmux's env) said");
+
+    // A direct server on the same store reads the same graph.
+    let direct = direct_mirror(node(), &[&script], &[("MEMORY_FILE_PATH", &store_str)]).await?;
+    let direct_graph = direct.call_tool(call("read_graph", json!({}))).await?;
+    assert_eq!(json(&graph), json(&direct_graph));
+    let found = proxy.client.call_tool(call("memory__search_nodes", json!({"query": "Rust"}))).await?;
+    assert!(text(&found).contains("planmux") || found.structured_content.as_ref().is_some_and(|v| v.to_string().contains("planmux")), "{}", json(&found));
+    direct.cancel().await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// include / exclude on a real server
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn include_and_exclude_filter_a_real_servers_tools() -> R {
+    let _t = Timer::start("include_and_exclude_filter_a_real_servers_tools");
+    let include = ["get-*", "echo", "trigger-long-*"];
+    let exclude = ["get-env", "*-image", "*-roots-*"];
+    let list = |globs: &[&str]| globs.iter().map(|g| toml_str(g)).collect::<Vec<_>>().join(", ");
+    let filters = format!("include = [{}]\nexclude = [{}]", list(&include), list(&exclude));
+    let script = entry(EVERYTHING);
+    let proxy = start(&format!(
+        "{}{}",
+        stdio_server("filtered", node(), &[&script], &filters),
+        stdio_server("excluded_only", node(), &[&script], "exclude = [\"*\"]")
+    ))
+    .await?;
+    let direct = direct_mirror(node(), &[&script], &[]).await?;
+
+    let expected_of = |all: &[String]| {
+        let mut names: Vec<String> = all
+            .iter()
+            .filter(|n| include.iter().any(|g| support::glob_match(g, n)) && !exclude.iter().any(|g| support::glob_match(g, n)))
+            .map(|n| format!("filtered__{n}"))
+            .collect();
+        names.sort();
+        names
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (got, expected) = loop {
+        let all: Vec<String> = direct.list_all_tools().await?.iter().map(|t| t.name.to_string()).collect();
+        let expected = expected_of(&all);
+        let mut got: Vec<String> = proxy.client.list_all_tools().await?.iter().map(|t| t.name.to_string()).collect();
+        got.sort();
+        if got == expected || Instant::now() > deadline {
+            break (got, expected);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(expected.len() >= 5, "the filters should keep several tools: {expected:?}");
+    assert!(expected.contains(&"filtered__echo".to_string()) && !expected.iter().any(|n| n.contains("get-env") || n.contains("image")));
+    assert_eq!(got, expected, "include {include:?} / exclude {exclude:?}");
+
+    // A kept tool works; an excluded one is unknown to planmux.
+    let echoed = proxy.client.call_tool(call("filtered__echo", json!({"message": "kept"}))).await?;
+    assert_eq!(text(&echoed), "Echo: kept");
+    let err = proxy.client.call_tool(call("filtered__get-env", json!({}))).await.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("unknown tool"), "an excluded tool was callable: {err}");
+    direct.cancel().await?;
+    Ok(())
+}
