@@ -123,8 +123,8 @@ impl Catalog {
             .entries
             .iter()
             .map(|e| {
-                let d = crate::config::edit_distance(name, e.exported.as_str())
-                    .min(crate::config::edit_distance(name, &e.tool) + 1);
+                let d = strsim::levenshtein(name, e.exported.as_str())
+                    .min(strsim::levenshtein(name, &e.tool) + 1);
                 (d, e.exported.as_str())
             })
             .collect();

@@ -121,6 +121,8 @@ pub struct ServerConfig {
     pub enabled: bool,
     pub call_timeout: Duration,
     pub startup_timeout: Duration,
+    /// Concurrent calls a plan may make to this server (`None`: only the plan's limit).
+    pub max_concurrency: Option<usize>,
 }
 
 impl ServerConfig {
@@ -163,6 +165,7 @@ const SERVER_KEYS: &[&str] = &[
     "enabled",
     "call_timeout_ms",
     "startup_timeout_ms",
+    "max_concurrency",
 ];
 
 impl Config {
@@ -421,6 +424,9 @@ impl Cx<'_> {
                 Some(v) => self.millis(s, "startup_timeout_ms", v)?,
                 None => proxy.startup_timeout,
             },
+            max_concurrency: get("max_concurrency")
+                .map(|v| self.positive(s, "max_concurrency", v))
+                .transpose()?,
         })
     }
 
@@ -521,33 +527,13 @@ pub fn is_name_char(c: char) -> bool {
 fn unknown(key: &str, known: &[&str]) -> String {
     let closest = known
         .iter()
-        .map(|k| (edit_distance(key, k), *k))
+        .map(|k| (strsim::levenshtein(key, k), *k))
         .filter(|(d, _)| *d <= 3)
         .min();
     match closest {
         Some((_, k)) => format!("unknown key (did you mean '{k}'?)"),
         None => format!("unknown key (known keys: {})", known.join(", ")),
     }
-}
-
-/// Levenshtein distance, for "did you mean" hints.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                prev
-            } else {
-                1 + prev.min(cur).min(row[j])
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 /// Replaces `${VAR}` with the variable's value; `$$` is a literal `$`. Any other `$` stays.

@@ -7,5 +7,7 @@ pub mod catalog;
 pub mod config;
 pub mod demo;
 pub mod downstream;
+pub mod exec;
+pub mod plan;
 pub mod telemetry;
 pub mod upstream;

@@ -214,15 +214,3 @@ fn expand_vars_cases() {
         assert_eq!(got.as_deref().map_err(String::as_str), *want, "for {raw:?}");
     }
 }
-
-#[test]
-fn edit_distance_cases() {
-    for (a, b, d) in [
-        ("", "", 0),
-        ("abc", "abc", 0),
-        ("comand", "command", 1),
-        ("kitten", "sitting", 3),
-    ] {
-        assert_eq!(edit_distance(a, b), d, "{a} vs {b}");
-    }
-}

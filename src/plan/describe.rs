@@ -7,13 +7,13 @@ use super::model::{OnError, Strategy};
 
 /// The `execute_plan` tool description: the format, the reference forms, strategies and
 /// `on_error`, with one worked example (about 400 tokens).
-pub const EXECUTE_PLAN_DESCRIPTION: &str = r#"Run a multi-step plan of tool calls in one request. Independent steps run in parallel; only the outputs you list come back.
+pub const EXECUTE_PLAN_DESCRIPTION: &str = r#"Run several tool calls as one plan. Independent steps run in parallel; only the listed outputs come back.
 
 Step: {"id", "tool": exported tool name, "args": {...}}; optional "depends_on": [ids], "timeout_ms", "retries".
 References in args read finished steps:
 - "$ref:STEP.PATH", {"$ref": "STEP.PATH"} or "${STEP.PATH}" as a whole value: the value, typed
 - "text ${STEP.PATH} text": spliced into the string
-STEP is a step id, steps[N] (0-based) or input (the plan's "inputs"). PATH: keys and indices, a.b[0].c; a["x.y"] for odd keys. JSONPath filter: {"$ref": "list", "jsonpath": "$.metrics[?@.category=='compute']"}. A missing path gives null. Write $${ for a literal ${.
+STEP: a step id, steps[N] (0-based) or input (the plan's "inputs"). PATH: a.b[0].c; a["x.y"] for odd keys. Filter: {"$ref": "list", "jsonpath": "$.metrics[?@.category=='compute']"}. Missing path: null. Literal ${ is written $${.
 
 Example:
 {"goal": "Is CPU above 80%?",
@@ -24,9 +24,9 @@ Example:
    "args": {"metric": "${cpu.name}", "value": "$ref:cpu.current", "threshold": 80, "op": "gt"}}],
  "outputs": ["check"]}
 
-"strategy": auto (default: each step starts when what it reads is done), parallel (same), sequential (listed order, one at a time), chained (listed order; each step also gets the previous output in its "input" argument, or the one named by "pipe_to"), competitive (all at once; first success wins).
-"on_error": fail_forward (default: skip dependents of a failed step), fail_fast (stop everything), continue (pass the error text on as the output).
-The whole plan may also be sent as a JSON string: {"plan": "..."}. An invalid plan is rejected before anything runs, with every problem listed."#;
+"strategy": auto (default; a step starts when what it reads is done), parallel (same), sequential (one at a time, in order), chained (in order; each step also gets the previous output in arg "input" or its "pipe_to"), competitive (all at once, first success wins).
+"on_error": fail_forward (default; skip dependents of a failed step), fail_fast (stop all), continue (pass the error on as the output).
+The plan may also be sent as a JSON string: {"plan": "..."}. Invalid plans are rejected before anything runs, listing every problem."#;
 
 /// The JSON Schema of `execute_plan`'s arguments: the canonical fields, or `plan` as a
 /// JSON string (or object). Aliases from the seed dialects are accepted too but not

@@ -158,7 +158,7 @@ impl fmt::Display for OnError {
 pub struct Plan {
     /// What the plan is for, as the model wrote it; shown in schedules and records.
     pub goal: Option<String>,
-    /// `None` when the plan did not say, so validation can apply the default.
+    /// The scheduling strategy (`auto` when the plan did not say).
     pub strategy: Strategy,
     /// The failure policy.
     pub on_error: OnError,

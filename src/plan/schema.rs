@@ -272,10 +272,12 @@ impl<'s> Checker<'s, '_> {
     fn object<R>(
         &mut self,
         schema: &'s Map<String, Value>,
-        fields: Vec<(&str, Node<'_, R>)>,
+        mut fields: Vec<(&str, Node<'_, R>)>,
         at: &str,
         depth: usize,
     ) {
+        // Sorted, so messages do not depend on serde_json's map order.
+        fields.sort_by(|a, b| a.0.cmp(b.0));
         let properties = schema.get("properties").and_then(Value::as_object);
         if let Some(Value::Array(required)) = schema.get("required") {
             let top = depth == 0;
@@ -299,9 +301,10 @@ impl<'s> Checker<'s, '_> {
             match (properties.and_then(|p| p.get(key)), extra) {
                 (Some(sub), _) => self.check(sub, node, &child, depth + 1),
                 (None, Some(Value::Bool(false))) if !open => {
-                    let allowed: Vec<String> = properties
+                    let mut allowed: Vec<String> = properties
                         .map(|p| p.keys().cloned().collect())
                         .unwrap_or_default();
+                    allowed.sort();
                     let near = closest(key, allowed.iter().map(String::as_str));
                     self.push(
                         &child,

@@ -377,15 +377,6 @@ impl<R> Template<R> {
         }
     }
 
-    /// Whether this node is an object (literal or templated), or a reference whose
-    /// shape is only known at run time.
-    pub fn is_object_like(&self) -> bool {
-        matches!(
-            self,
-            Template::Object(_) | Template::Ref(_) | Template::Literal(Value::Object(_))
-        )
-    }
-
     /// The top-level keys this template sets when it is an object.
     pub fn object_keys(&self) -> Vec<&str> {
         match self {

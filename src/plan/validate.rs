@@ -358,7 +358,8 @@ impl<'p> Validator<'p> {
         if let (Some(spec), Some(properties)) = (spec, properties)
             && !properties.contains_key(&into)
         {
-            let available = properties.keys().cloned().collect();
+            let mut available: Vec<String> = properties.keys().cloned().collect();
+            available.sort();
             let kind = IssueKind::PipeTargetMissing {
                 tool: spec.exported.clone(),
                 argument: into.clone(),

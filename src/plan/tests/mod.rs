@@ -34,7 +34,8 @@ fn object(properties: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
 }
 
-/// The built-in demo servers' catalog, as planmux exports it.
+/// A catalog shaped like the demo servers, with strict schemas (additionalProperties:
+/// false, enums) so that every schema issue shows up in the snapshots.
 fn demo_catalog() -> Vec<ToolSpec> {
     vec![
         spec(

@@ -1,0 +1,252 @@
+//! What a run produced: every step's status, timings and values (the run record), and the
+//! lean result that goes back to the model.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::truncate::truncate;
+use crate::plan::ResolveWarning;
+
+/// How a step ended. Every step ends in exactly one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Succeeded,
+    Failed,
+    /// Never started; `reason` says why.
+    Skipped,
+    /// Started, then stopped by the host, `fail_fast`, or losing a `competitive` race.
+    Cancelled,
+    TimedOut,
+}
+
+impl StepStatus {
+    /// The status as the result spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+            Self::Cancelled => "cancelled",
+            Self::TimedOut => "timed_out",
+        }
+    }
+
+    /// Failed or timed out: the step ran and did not succeed.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Self::Failed | Self::TimedOut)
+    }
+}
+
+/// How the whole plan ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every step it was asked for succeeded, and nothing failed.
+    Succeeded,
+    /// Some of what it was asked for succeeded.
+    Partial,
+    /// Nothing it was asked for succeeded.
+    Failed,
+}
+
+impl RunStatus {
+    /// The status as the result spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::Partial => "partial",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// Everything about one step of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRecord {
+    pub id: String,
+    pub tool: String,
+    pub server: String,
+    pub status: StepStatus,
+    /// The error, for failed, timed-out and cancelled steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Why a step was skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The arguments after references were resolved (absent when never started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// The step's output value (for failures under `continue`, the error text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// References that found nothing (they became `null`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<ResolveWarning>,
+    /// Calls made (1 + retries used); 0 when never started.
+    pub attempts: u32,
+    /// When it started, from the start of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<f64>,
+    /// How long it ran (all attempts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+}
+
+/// The full record of a run: kept for the last runs, readable as a resource and with
+/// `planmux run --record`. It never goes into the model's context unasked.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub run_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    pub strategy: String,
+    pub on_error: String,
+    pub status: RunStatus,
+    /// The steps whose values go back to the model.
+    pub outputs: Vec<String>,
+    /// Under `competitive`: the step that won.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub winner: Option<String>,
+    /// Set when the plan as a whole stopped early (timeout, cancellation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    pub duration_ms: f64,
+    /// In plan order.
+    pub steps: Vec<StepRecord>,
+}
+
+pub(crate) fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+impl RunRecord {
+    /// Counts per status.
+    pub fn count(&self, status: StepStatus) -> usize {
+        self.steps.iter().filter(|s| s.status == status).count()
+    }
+
+    /// A step by id.
+    pub fn step(&self, id: &str) -> Option<&StepRecord> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    /// The lean result for the model: the `outputs` values (each cut to `max_chars`),
+    /// every step's status without its value, and stats.
+    pub fn result(&self, max_chars: usize) -> Value {
+        let mut outputs = Map::new();
+        let mut truncated = Map::new();
+        for id in &self.outputs {
+            if let Some(step) = self.step(id)
+                && step.status == StepStatus::Succeeded
+                && let Some(value) = &step.output
+            {
+                let (value, cut) = truncate(value, max_chars);
+                if let Some(cut) = cut {
+                    truncated.insert(
+                        id.clone(),
+                        json!({"original_chars": cut.original, "kept_chars": cut.kept}),
+                    );
+                }
+                outputs.insert(id.clone(), value);
+            }
+        }
+        let mut steps = Map::new();
+        for step in &self.steps {
+            let mut entry = Map::new();
+            entry.insert("status".into(), json!(step.status.as_str()));
+            if let Some(d) = step.duration_ms {
+                entry.insert("duration_ms".into(), json!(d));
+            }
+            if let Some(e) = &step.error {
+                entry.insert("error".into(), json!(e));
+            }
+            if let Some(r) = &step.reason {
+                entry.insert("reason".into(), json!(r));
+            }
+            if step.attempts > 1 {
+                entry.insert("attempts".into(), json!(step.attempts));
+            }
+            if !step.warnings.is_empty() {
+                let w: Vec<String> = step.warnings.iter().map(ToString::to_string).collect();
+                entry.insert("warnings".into(), json!(w));
+            }
+            steps.insert(step.id.clone(), Value::Object(entry));
+        }
+        let mut result = json!({
+            "status": self.status.as_str(),
+            "outputs": outputs,
+            "steps": steps,
+            "stats": {
+                "steps": self.steps.len(),
+                "succeeded": self.count(StepStatus::Succeeded),
+                "failed": self.count(StepStatus::Failed) + self.count(StepStatus::TimedOut),
+                "skipped": self.count(StepStatus::Skipped),
+                "cancelled": self.count(StepStatus::Cancelled),
+                "duration_ms": self.duration_ms,
+            },
+            "run_id": self.run_id,
+        });
+        if let Value::Object(map) = &mut result {
+            if !truncated.is_empty() {
+                map.insert("truncated".into(), Value::Object(truncated));
+            }
+            if let Some(winner) = &self.winner {
+                map.insert("winner".into(), json!(winner));
+            }
+            if let Some(stopped) = &self.stopped {
+                map.insert("stopped".into(), json!(stopped));
+            }
+        }
+        result
+    }
+
+    /// A short text rendering of [`Self::result`], for hosts that read only text.
+    pub fn render_text(&self, result: &Value) -> String {
+        let mut out = format!(
+            "plan {}: {}/{} steps succeeded in {} ms",
+            self.status.as_str(),
+            self.count(StepStatus::Succeeded),
+            self.steps.len(),
+            self.duration_ms.round()
+        );
+        if let Some(winner) = &self.winner {
+            out.push_str(&format!(" (winner: {winner})"));
+        }
+        if let Some(stopped) = &self.stopped {
+            out.push_str(&format!("; {stopped}"));
+        }
+        if let Some(Value::Object(outputs)) = result.get("outputs") {
+            for (id, value) in outputs {
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                out.push_str(&format!("\n{id}: {text}"));
+            }
+        }
+        for step in &self.steps {
+            match step.status {
+                StepStatus::Succeeded => {}
+                StepStatus::Skipped => {
+                    out.push_str(&format!(
+                        "\n{} skipped: {}",
+                        step.id,
+                        step.reason.as_deref().unwrap_or("")
+                    ));
+                }
+                other => {
+                    out.push_str(&format!(
+                        "\n{} {}: {}",
+                        step.id,
+                        other.as_str(),
+                        step.error.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+        }
+        out
+    }
+}

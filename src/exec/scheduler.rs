@@ -1,0 +1,473 @@
+//! Dispatch on readiness: a step starts the moment every step it waits for has finished
+//! (no waves, no barriers), bounded by the concurrency limits, with the plan's strategy and
+//! error policy applied as steps end.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::record::{RunRecord, RunStatus, StepRecord, StepStatus, millis};
+use super::step::{Attempted, Ending, attempt};
+use super::{Invoker, Observer, Settings};
+use crate::plan::{DependencyKind, OnError, PlannedStep, StepId, Strategy, ValidatedPlan};
+
+/// Runs the plan to the end and returns its record. Stops early, promptly, when `cancel`
+/// fires or the plan's time limit passes; every step still ends in exactly one status.
+pub async fn run<I: Invoker>(
+    plan: &ValidatedPlan,
+    invoker: Arc<I>,
+    settings: &Settings,
+    observer: &dyn Observer,
+    cancel: CancellationToken,
+) -> RunRecord {
+    let mut run = Run::new(plan);
+    let limit = plan
+        .timeout_ms()
+        .map_or(settings.plan_timeout, Duration::from_millis);
+    let deadline = tokio::time::sleep(limit);
+    tokio::pin!(deadline);
+    let mut tasks: JoinSet<Attempted> = JoinSet::new();
+    loop {
+        while let Some(i) = run.next_ready(settings) {
+            run.launch(i, &invoker, settings, observer, &mut tasks);
+        }
+        if tasks.is_empty() {
+            break;
+        }
+        tokio::select! {
+            Some(joined) = tasks.join_next() => match joined {
+                Ok(done) => run.finish(done, observer),
+                Err(e) => tracing::error!(error = %e, "a step task panicked"),
+            },
+            () = &mut deadline, if run.stopped.is_none() => {
+                let reason = format!("the plan timed out after {} ms", limit.as_millis());
+                run.halt(&reason, false, StepStatus::TimedOut, observer);
+                run.stopped = Some(reason);
+            }
+            () = cancel.cancelled(), if run.stopped.is_none() => {
+                let reason = "the plan was cancelled".to_string();
+                run.halt(&reason, false, StepStatus::Cancelled, observer);
+                run.stopped = Some(reason);
+            }
+        }
+    }
+    run.into_record()
+}
+
+/// The state of one run.
+struct Run<'p> {
+    plan: &'p ValidatedPlan,
+    started: Instant,
+    run_id: String,
+    /// Per step: who waits for it, and why.
+    dependents: Vec<Vec<(usize, DependencyKind)>>,
+    /// Per step: how many of the steps it waits for have not yet let it go.
+    waiting: Vec<usize>,
+    records: Vec<Option<StepRecord>>,
+    /// Steps that ended without being a problem although they did not succeed: the
+    /// losers of a race, the error path not taken, failures caught into a slot.
+    benign: Vec<bool>,
+    outputs: HashMap<StepId, Value>,
+    errors: HashMap<StepId, Value>,
+    ready: VecDeque<usize>,
+    /// Running steps: their cancel token and, once decided, why they were cancelled.
+    running: HashMap<usize, (CancellationToken, Option<String>)>,
+    per_server: HashMap<String, usize>,
+    finished: usize,
+    winner: Option<usize>,
+    /// No more steps start (a race was won, `fail_fast`, a stop).
+    closed: bool,
+    /// Why the plan stopped early, if it did.
+    stopped: Option<String>,
+    /// Status given to running steps that a halt cancels.
+    stop_status: StepStatus,
+}
+
+impl<'p> Run<'p> {
+    fn new(plan: &'p ValidatedPlan) -> Self {
+        let steps = plan.steps();
+        let index: HashMap<&StepId, usize> =
+            steps.iter().enumerate().map(|(i, s)| (&s.id, i)).collect();
+        let mut dependents = vec![Vec::new(); steps.len()];
+        let mut waiting = vec![0; steps.len()];
+        for (i, step) in steps.iter().enumerate() {
+            for dep in &step.depends_on {
+                if let Some(&d) = index.get(&dep.step) {
+                    dependents[d].push((i, dep.kind));
+                    waiting[i] += 1;
+                }
+            }
+        }
+        let ready = (0..steps.len()).filter(|&i| waiting[i] == 0).collect();
+        Self {
+            plan,
+            started: Instant::now(),
+            run_id: new_run_id(),
+            dependents,
+            waiting,
+            records: vec![None; steps.len()],
+            benign: vec![false; steps.len()],
+            outputs: HashMap::new(),
+            errors: HashMap::new(),
+            ready,
+            running: HashMap::new(),
+            per_server: HashMap::new(),
+            finished: 0,
+            winner: None,
+            closed: false,
+            stopped: None,
+            stop_status: StepStatus::Cancelled,
+        }
+    }
+
+    fn step(&self, i: usize) -> &'p PlannedStep {
+        &self.plan.steps()[i]
+    }
+
+    /// The next step to start, if the limits allow one.
+    fn next_ready(&mut self, settings: &Settings) -> Option<usize> {
+        if self.closed {
+            return None;
+        }
+        // A race starts every runner at once; otherwise the plan's limit applies.
+        let limit = match self.plan.strategy() {
+            Strategy::Competitive => settings.max_concurrency.max(self.plan.steps().len()),
+            _ => settings.max_concurrency.max(1),
+        };
+        if self.running.len() >= limit {
+            return None;
+        }
+        let free = |i: &usize| {
+            let server = &self.plan.steps()[*i].server;
+            settings
+                .per_server
+                .get(server)
+                .is_none_or(|max| self.per_server.get(server).copied().unwrap_or(0) < *max)
+        };
+        let pos = self.ready.iter().position(free)?;
+        self.ready.remove(pos)
+    }
+
+    fn launch<I: Invoker>(
+        &mut self,
+        i: usize,
+        invoker: &Arc<I>,
+        settings: &Settings,
+        observer: &dyn Observer,
+        tasks: &mut JoinSet<Attempted>,
+    ) {
+        let step = self.step(i);
+        let (args, warnings) = self
+            .plan
+            .resolve_args_from(&step.id, &self.outputs, &self.errors);
+        let token = CancellationToken::new();
+        *self.per_server.entry(step.server.clone()).or_default() += 1;
+        self.running.insert(i, (token.clone(), None));
+        self.records[i] = Some(StepRecord {
+            id: step.id.to_string(),
+            tool: step.exported.clone(),
+            server: step.server.clone(),
+            status: StepStatus::Skipped,
+            error: None,
+            reason: None,
+            args: Some(args.clone()),
+            output: None,
+            warnings,
+            attempts: 0,
+            started_ms: Some(millis(self.started.elapsed())),
+            duration_ms: None,
+        });
+        observer.step_started(step);
+        let timeout = step
+            .timeout_ms
+            .map(Duration::from_millis)
+            .or(settings.step_timeout);
+        tasks.spawn(attempt(
+            invoker.clone(),
+            step.clone(),
+            i,
+            args,
+            timeout,
+            settings.retry_backoff,
+            token,
+        ));
+    }
+
+    /// Records a finished step and applies the strategy and error policy.
+    fn finish(&mut self, done: Attempted, observer: &dyn Observer) {
+        let i = done.index;
+        let step = self.step(i);
+        let (_, cancel_reason) = self.running.remove(&i).unwrap_or_default();
+        if let Some(n) = self.per_server.get_mut(&step.server) {
+            *n = n.saturating_sub(1);
+        }
+        let (status, error, output) = match done.ending {
+            Ending::Succeeded(value) => (StepStatus::Succeeded, None, Some(value)),
+            Ending::Failed { message, value } => (StepStatus::Failed, Some(message), value),
+            Ending::TimedOut(message) => (StepStatus::TimedOut, Some(message), None),
+            Ending::Cancelled => {
+                let reason = cancel_reason.unwrap_or_else(|| "cancelled".into());
+                // A step stopped by the plan's own time limit counts as timed out.
+                let status = if self.closed {
+                    self.stop_status
+                } else {
+                    StepStatus::Cancelled
+                };
+                (status, Some(reason), None)
+            }
+        };
+        let caught = status.is_failure() && step.catches_errors();
+        match (&output, status) {
+            (Some(value), StepStatus::Succeeded) => {
+                self.outputs.insert(step.id.clone(), value.clone());
+            }
+            (_, s) if s.is_failure() => {
+                let text = Value::String(error.clone().unwrap_or_default());
+                if caught {
+                    self.errors.insert(step.id.clone(), text.clone());
+                    self.benign[i] = true;
+                }
+                if self.plan.on_error() == OnError::Continue {
+                    self.outputs.insert(step.id.clone(), text);
+                }
+            }
+            _ => {}
+        }
+        if let Some(record) = self.records[i].as_mut() {
+            record.status = status;
+            record.error = error;
+            record.output = match status {
+                StepStatus::Succeeded => output,
+                _ => self.outputs.get(&step.id).cloned(),
+            };
+            record.attempts = done.attempts;
+            record.duration_ms = Some(millis(done.finished - done.started));
+        }
+        self.ended(i, observer);
+        if status == StepStatus::Succeeded
+            && self.plan.strategy() == Strategy::Competitive
+            && self.winner.is_none()
+        {
+            self.winner = Some(i);
+            self.halt(
+                &format!("lost the race to '{}'", step.id),
+                true,
+                StepStatus::Cancelled,
+                observer,
+            );
+        }
+        if status.is_failure()
+            && !caught
+            && self.plan.on_error() == OnError::FailFast
+            && !self.closed
+        {
+            let reason = format!("fail_fast: '{}' {}", step.id, describe(status));
+            self.halt(&reason, false, StepStatus::Cancelled, observer);
+            self.stopped = Some(reason);
+        }
+        self.release_dependents(i, status, observer);
+    }
+
+    /// Lets dependents of step `i` go, or skips them, according to how `i` ended.
+    fn release_dependents(&mut self, i: usize, status: StepStatus, observer: &dyn Observer) {
+        let mut work = vec![(i, status)];
+        while let Some((done, status)) = work.pop() {
+            let id = &self.step(done).id;
+            for (j, kind) in self.dependents[done].clone() {
+                if self.records[j].is_some() {
+                    continue;
+                }
+                let continue_on_error =
+                    self.plan.on_error() == OnError::Continue && status.is_failure();
+                let verdict = match kind {
+                    DependencyKind::Sequence => Ok(()),
+                    DependencyKind::Output | DependencyKind::After
+                        if status == StepStatus::Succeeded || continue_on_error =>
+                    {
+                        Ok(())
+                    }
+                    DependencyKind::Error if status.is_failure() => Ok(()),
+                    DependencyKind::Error if status == StepStatus::Succeeded => Err((
+                        format!("'{id}' succeeded, so there is no error to read"),
+                        true,
+                    )),
+                    _ => Err((
+                        format!("dependency '{id}' {}", describe(status)),
+                        self.benign[done],
+                    )),
+                };
+                match verdict {
+                    Ok(()) => {
+                        self.waiting[j] -= 1;
+                        if self.waiting[j] == 0 && !self.closed {
+                            self.ready.push_back(j);
+                        }
+                    }
+                    Err((reason, benign)) => {
+                        self.skip(j, reason, observer);
+                        self.benign[j] = benign;
+                        work.push((j, StepStatus::Skipped));
+                    }
+                }
+            }
+        }
+    }
+
+    fn skip(&mut self, i: usize, reason: String, observer: &dyn Observer) {
+        let step = self.step(i);
+        self.records[i] = Some(StepRecord {
+            id: step.id.to_string(),
+            tool: step.exported.clone(),
+            server: step.server.clone(),
+            status: StepStatus::Skipped,
+            error: None,
+            reason: Some(reason),
+            args: None,
+            output: None,
+            warnings: Vec::new(),
+            attempts: 0,
+            started_ms: None,
+            duration_ms: None,
+        });
+        self.ended(i, observer);
+    }
+
+    fn ended(&mut self, i: usize, observer: &dyn Observer) {
+        self.finished += 1;
+        if let Some(record) = &self.records[i] {
+            observer.step_finished(record, self.finished, self.plan.steps().len());
+        }
+    }
+
+    /// Starts nothing more: cancels every running step (they end as `running_status`) and
+    /// skips every step not yet started, all with `reason`.
+    fn halt(
+        &mut self,
+        reason: &str,
+        benign: bool,
+        running_status: StepStatus,
+        observer: &dyn Observer,
+    ) {
+        self.closed = true;
+        self.stop_status = running_status;
+        for (i, (token, why)) in self.running.iter_mut() {
+            *why = Some(reason.to_string());
+            self.benign[*i] |= benign;
+            token.cancel();
+        }
+        self.ready.clear();
+        for j in 0..self.records.len() {
+            if self.records[j].is_none() && !self.running.contains_key(&j) {
+                self.skip(j, reason.to_string(), observer);
+                self.benign[j] = benign;
+            }
+        }
+    }
+
+    fn into_record(self) -> RunRecord {
+        let plan = self.plan;
+        let records: Vec<StepRecord> = self
+            .records
+            .into_iter()
+            .enumerate()
+            .map(|(i, record)| {
+                record.unwrap_or_else(|| {
+                    let step = &plan.steps()[i];
+                    StepRecord {
+                        id: step.id.to_string(),
+                        tool: step.exported.clone(),
+                        server: step.server.clone(),
+                        status: StepStatus::Skipped,
+                        error: None,
+                        reason: Some("never became ready".into()),
+                        args: None,
+                        output: None,
+                        warnings: Vec::new(),
+                        attempts: 0,
+                        started_ms: None,
+                        duration_ms: None,
+                    }
+                })
+            })
+            .collect();
+        let winner = self.winner.map(|i| plan.steps()[i].id.to_string());
+        let outputs: Vec<String> = match (&winner, plan.strategy(), plan.outputs_listed()) {
+            (Some(winner), Strategy::Competitive, false) => vec![winner.clone()],
+            _ => plan.outputs().iter().map(ToString::to_string).collect(),
+        };
+        let is_benign = |id: &str| {
+            records
+                .iter()
+                .position(|r| r.id == id)
+                .is_some_and(|i| self.benign[i])
+        };
+        // Once a race is won, the other runners' failures do not matter.
+        let race_won = plan.strategy() == Strategy::Competitive && winner.is_some();
+        let problem = !race_won
+            && records
+                .iter()
+                .enumerate()
+                .any(|(i, r)| r.status != StepStatus::Succeeded && !self.benign[i]);
+        let asked: Vec<&String> = outputs.iter().filter(|id| !is_benign(id)).collect();
+        let succeeded = asked
+            .iter()
+            .filter(|id| {
+                records
+                    .iter()
+                    .any(|r| &&r.id == *id && r.status == StepStatus::Succeeded)
+            })
+            .count();
+        let status = if asked.is_empty() {
+            if problem {
+                RunStatus::Failed
+            } else {
+                RunStatus::Succeeded
+            }
+        } else if succeeded == 0 {
+            RunStatus::Failed
+        } else if problem || succeeded < asked.len() {
+            RunStatus::Partial
+        } else {
+            RunStatus::Succeeded
+        };
+        RunRecord {
+            run_id: self.run_id,
+            goal: plan.goal().map(str::to_string),
+            strategy: plan.strategy().as_str().to_string(),
+            on_error: plan.on_error().as_str().to_string(),
+            status,
+            outputs,
+            winner,
+            stopped: self.stopped,
+            duration_ms: millis(self.started.elapsed()),
+            steps: records,
+        }
+    }
+}
+
+fn describe(status: StepStatus) -> &'static str {
+    match status {
+        StepStatus::Succeeded => "succeeded",
+        StepStatus::Failed => "failed",
+        StepStatus::Skipped => "was skipped",
+        StepStatus::Cancelled => "was cancelled",
+        StepStatus::TimedOut => "timed out",
+    }
+}
+
+/// A short id, unique within this process and unlikely to repeat across restarts.
+fn new_run_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    format!("{:x}-{n}", t & 0xff_ffff_ffff)
+}

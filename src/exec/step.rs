@@ -1,0 +1,118 @@
+//! Running one step: the call, its time limit, and its retries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{InvokeError, Invoker};
+use crate::plan::{PlannedStep, ToolOutcome, tool_outcome};
+
+/// How long a timed-out call may take to acknowledge its cancellation.
+const CANCEL_GRACE: Duration = Duration::from_secs(1);
+
+/// How a step's attempts ended, before the scheduler applies the plan's policies.
+#[derive(Debug)]
+pub(super) enum Ending {
+    Succeeded(Value),
+    /// The tool said `isError`, or the call failed; `value` is what the result held.
+    Failed {
+        message: String,
+        value: Option<Value>,
+    },
+    TimedOut(String),
+    Cancelled,
+}
+
+/// What a step's task hands back to the scheduler.
+#[derive(Debug)]
+pub(super) struct Attempted {
+    pub index: usize,
+    pub ending: Ending,
+    pub attempts: u32,
+    pub started: Instant,
+    pub finished: Instant,
+}
+
+/// Calls the step's tool, retrying what may be retried, within its time limit.
+pub(super) async fn attempt<I: Invoker>(
+    invoker: Arc<I>,
+    step: PlannedStep,
+    index: usize,
+    args: Value,
+    timeout: Option<Duration>,
+    backoff: Duration,
+    cancel: CancellationToken,
+) -> Attempted {
+    let started = Instant::now();
+    let mut attempts = 0;
+    let ending = loop {
+        attempts += 1;
+        let ending = once(invoker.as_ref(), &step, args.clone(), timeout, &cancel).await;
+        let retryable = match &ending {
+            Ending::Failed { .. } => true,
+            // A timed-out call may have done its work: repeat it only for tools that are
+            // safe to repeat, never merely because the plan said `retry_unsafe`.
+            Ending::TimedOut(_) => !step.retry_unsafe,
+            Ending::Succeeded(_) | Ending::Cancelled => false,
+        };
+        if !retryable || attempts > step.retries {
+            break ending;
+        }
+        let pause = backoff.saturating_mul(1 << (attempts - 1).min(10));
+        tracing::debug!(step = %step.id, attempt = attempts, ms = pause.as_millis() as u64, "retrying");
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = cancel.cancelled() => break Ending::Cancelled,
+        }
+    };
+    Attempted {
+        index,
+        ending,
+        attempts,
+        started,
+        finished: Instant::now(),
+    }
+}
+
+async fn once<I: Invoker>(
+    invoker: &I,
+    step: &PlannedStep,
+    args: Value,
+    timeout: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Ending {
+    let call_cancel = cancel.child_token();
+    let call = invoker.invoke(step, args, call_cancel.clone());
+    tokio::pin!(call);
+    let result = match timeout {
+        Some(limit) => tokio::select! {
+            result = &mut call => result,
+            () = tokio::time::sleep(limit) => {
+                // Cancel through the invoker (which tells the downstream), and give it a
+                // moment to do so rather than dropping the call on the floor.
+                call_cancel.cancel();
+                let _ = tokio::time::timeout(CANCEL_GRACE, call).await;
+                return Ending::TimedOut(format!("timed out after {} ms", limit.as_millis()));
+            }
+        },
+        None => call.await,
+    };
+    match result {
+        Ok(result) => match tool_outcome(&result) {
+            ToolOutcome::Success(value) => Ending::Succeeded(value),
+            ToolOutcome::Failure { message, value } => Ending::Failed {
+                message,
+                value: Some(value),
+            },
+        },
+        Err(InvokeError::Timeout(message)) => Ending::TimedOut(message),
+        Err(InvokeError::Cancelled) => Ending::Cancelled,
+        Err(InvokeError::Failed(message)) => Ending::Failed {
+            message,
+            value: None,
+        },
+    }
+}
