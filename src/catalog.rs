@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use std::fmt;
 
 use rmcp::model::Tool;
+use serde_json::Value;
 
 use crate::config::is_name_char;
+use crate::plan::ToolSpec;
 
 /// Hosts reject longer tool names (the Anthropic and OpenAI APIs cap them at 64).
 pub const MAX_NAME_LEN: usize = 64;
@@ -53,6 +55,8 @@ pub struct ServerTools {
 pub struct Catalog {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
+    /// The same tools as the plan validator sees them, built once per catalog.
+    specs: Vec<ToolSpec>,
 }
 
 impl Catalog {
@@ -92,6 +96,15 @@ impl Catalog {
             let mut definition = tool.clone();
             definition.name = name.clone().into();
             catalog.by_name.insert(name.clone(), catalog.entries.len());
+            let annotations = tool.annotations.as_ref();
+            catalog.specs.push(ToolSpec {
+                exported: name.clone(),
+                server: server.to_string(),
+                tool: tool.name.to_string(),
+                input_schema: Value::Object((*tool.input_schema).clone()),
+                read_only: annotations.is_some_and(|a| a.read_only_hint == Some(true)),
+                idempotent: annotations.is_some_and(|a| a.idempotent_hint == Some(true)),
+            });
             catalog.entries.push(Entry {
                 exported: ExportedName(name),
                 server: server.to_string(),
@@ -100,6 +113,11 @@ impl Catalog {
             });
         }
         catalog
+    }
+
+    /// The tools as the plan validator needs them.
+    pub fn tool_specs(&self) -> &[ToolSpec] {
+        &self.specs
     }
 
     /// The entry for an exported name.

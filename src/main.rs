@@ -11,8 +11,11 @@ use clap::{Parser, Subcommand};
 use planmux::config::Config;
 use planmux::demo::DemoKind;
 use planmux::downstream::{Downstreams, HostLink};
+use planmux::exec::{Observer, PlanRunner, RunRecord, RunStatus, StepRecord};
+use planmux::plan::{PlanIssue, PlannedStep, dot, mermaid, render_issues, schedule};
 use planmux::upstream::Upstream;
 use rmcp::ServiceExt;
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
@@ -32,6 +35,33 @@ struct Cli {
 enum Command {
     /// Serve MCP over stdio (the default; this is what hosts launch).
     Serve,
+    /// Execute a plan (a file, or - for stdin) and print its result JSON.
+    ///
+    /// Exit codes: 0 succeeded, 2 partial, 3 failed, 4 invalid plan, 1 other errors.
+    Run {
+        /// The plan: a JSON file, or - to read stdin.
+        plan: String,
+        /// Also write the full run record (arguments, outputs, timings) to this file.
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// Draw a per-step timeline on stderr after the run.
+        #[arg(long)]
+        timeline: bool,
+        /// No per-step lines on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Check a plan and print its schedule without calling any tool (exit 4 if invalid).
+    Validate {
+        /// The plan: a JSON file, or - to read stdin.
+        plan: String,
+        /// Print the dependency graph as a Mermaid flowchart.
+        #[arg(long, conflicts_with = "dot")]
+        mermaid: bool,
+        /// Print the dependency graph as Graphviz DOT.
+        #[arg(long)]
+        dot: bool,
+    },
     /// Print the merged tool catalog.
     Tools,
     /// Start every server and report status, tool count and start-up time.
@@ -48,7 +78,15 @@ enum Command {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    planmux::telemetry::init();
+    let serving = matches!(
+        cli.command,
+        None | Some(Command::Serve | Command::Demo { .. })
+    );
+    planmux::telemetry::init(if serving {
+        planmux::telemetry::SERVE_FILTER
+    } else {
+        planmux::telemetry::COMMAND_FILTER
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -67,6 +105,13 @@ async fn run(cli: Cli) -> Result<i32> {
     tracing::info!(config = %config.source, servers = config.enabled_servers().count(), "configuration loaded");
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(config).await.map(|()| 0),
+        Command::Run {
+            plan,
+            record,
+            timeline,
+            quiet,
+        } => run_plan(config, &plan, record, timeline, quiet).await,
+        Command::Validate { plan, mermaid, dot } => validate(config, &plan, mermaid, dot).await,
         Command::Tools => tools(config).await,
         Command::Check => check(config).await,
         Command::Demo { .. } => Ok(0),
@@ -83,7 +128,8 @@ async fn serve(config: Config) -> Result<()> {
         inner: reader,
         eof: eof.clone(),
     };
-    let upstream = Upstream::new(downstreams.clone(), host, shutdown.clone());
+    let runner = Arc::new(PlanRunner::new(downstreams.clone(), &config));
+    let upstream = Upstream::new(downstreams.clone(), runner, host, shutdown.clone());
     let outcome = async {
         let service = upstream
             .serve((reader, writer))
@@ -223,4 +269,182 @@ async fn check(config: Config) -> Result<i32> {
     );
     downstreams.shutdown().await;
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// Exit codes of `planmux run` and `planmux validate`.
+const EXIT_PARTIAL: i32 = 2;
+const EXIT_FAILED: i32 = 3;
+const EXIT_INVALID: i32 = 4;
+
+/// The plan text from a file, or stdin for `-`.
+fn read_plan(source: &str) -> Result<Value> {
+    let text = if source == "-" {
+        std::io::read_to_string(std::io::stdin()).context("cannot read the plan from stdin")?
+    } else {
+        std::fs::read_to_string(source).with_context(|| format!("cannot read {source}"))?
+    };
+    // The plan language parses the text itself, to report bad JSON with its position.
+    Ok(Value::String(text))
+}
+
+fn print_issues(issues: &[PlanIssue]) {
+    eprintln!("{}", render_issues(issues));
+    let issues: Vec<Value> = issues
+        .iter()
+        .map(|i| json!({"location": i.location, "message": i.message(), "hint": i.hint()}))
+        .collect();
+    println!("{}", json!({"status": "invalid", "issues": issues}));
+}
+
+async fn validate(config: Config, source: &str, as_mermaid: bool, as_dot: bool) -> Result<i32> {
+    let plan = read_plan(source)?;
+    let downstreams = Downstreams::start(&config, Arc::default()).await;
+    let runner = PlanRunner::new(downstreams.clone(), &config);
+    let outcome = runner.validate(&plan);
+    downstreams.shutdown().await;
+    match outcome {
+        Err(issues) => {
+            print_issues(&issues);
+            Ok(EXIT_INVALID)
+        }
+        Ok(plan) => {
+            if as_mermaid {
+                print!("{}", mermaid(&plan));
+            } else if as_dot {
+                print!("{}", dot(&plan));
+            } else {
+                print!("{}", schedule(&plan).render_text(&plan));
+                for warning in plan.warnings() {
+                    eprintln!("warning: {}: {}", warning.location, warning.message());
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// One line per step on stderr as it starts and ends.
+struct Lines {
+    started: std::time::Instant,
+    quiet: bool,
+}
+
+impl Observer for Lines {
+    fn step_started(&self, step: &PlannedStep) {
+        if !self.quiet {
+            eprintln!(
+                "{:>8.1} ms  started    {}  {}",
+                self.started.elapsed().as_secs_f64() * 1e3,
+                step.id,
+                step.exported
+            );
+        }
+    }
+
+    fn step_finished(&self, record: &StepRecord, finished: usize, total: usize) {
+        if self.quiet {
+            return;
+        }
+        let detail = record
+            .error
+            .as_deref()
+            .or(record.reason.as_deref())
+            .map(|d| format!(": {d}"))
+            .unwrap_or_default();
+        let took = record
+            .duration_ms
+            .map(|d| format!(" ({d} ms)"))
+            .unwrap_or_default();
+        eprintln!(
+            "{:>8.1} ms  {:<10} {}{took}{detail}  [{finished}/{total}]",
+            self.started.elapsed().as_secs_f64() * 1e3,
+            record.status.as_str(),
+            record.id,
+        );
+    }
+}
+
+async fn run_plan(
+    config: Config,
+    source: &str,
+    record_to: Option<PathBuf>,
+    timeline: bool,
+    quiet: bool,
+) -> Result<i32> {
+    let plan = read_plan(source)?;
+    let downstreams = Downstreams::start(&config, Arc::default()).await;
+    let runner = PlanRunner::new(downstreams.clone(), &config);
+    let validated = runner.validate(&plan);
+    let plan = match validated {
+        Ok(plan) => plan,
+        Err(issues) => {
+            downstreams.shutdown().await;
+            print_issues(&issues);
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let cancel = CancellationToken::new();
+    let observer = Lines {
+        started: std::time::Instant::now(),
+        quiet,
+    };
+    let record = {
+        let run = runner.run(&plan, &observer, cancel.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            record = &mut run => record,
+            () = terminated() => {
+                cancel.cancel();
+                run.await
+            }
+        }
+    };
+    downstreams.shutdown().await;
+    let result = runner.result(&record);
+    println!("{}", serde_json::to_string_pretty(&result)?);
+    if let Some(path) = record_to {
+        std::fs::write(&path, serde_json::to_string_pretty(&*record)?)
+            .with_context(|| format!("cannot write the record to {}", path.display()))?;
+    }
+    if timeline {
+        eprint!("{}", draw_timeline(&record));
+    }
+    Ok(match record.status {
+        RunStatus::Succeeded => 0,
+        RunStatus::Partial => EXIT_PARTIAL,
+        RunStatus::Failed => EXIT_FAILED,
+    })
+}
+
+/// A per-step timeline: one bar per step, scaled to the run's duration.
+fn draw_timeline(record: &RunRecord) -> String {
+    const WIDTH: f64 = 50.0;
+    let total = record.duration_ms.max(1.0);
+    let id_width = record.steps.iter().map(|s| s.id.len()).max().unwrap_or(2);
+    let mut out = format!(
+        "timeline ({} ms, one column = {:.1} ms)\n",
+        total.round(),
+        total / WIDTH
+    );
+    for step in &record.steps {
+        let (bar, took) = match (step.started_ms, step.duration_ms) {
+            (Some(start), Some(took)) => {
+                let from = (start / total * WIDTH).round() as usize;
+                let len = ((took / total * WIDTH).round() as usize).max(1);
+                (
+                    format!("{}{}", " ".repeat(from), "█".repeat(len)),
+                    format!("{took} ms"),
+                )
+            }
+            _ => (String::new(), String::new()),
+        };
+        out.push_str(&format!(
+            "{:<id_width$} |{:<width$}| {:<10} {took}\n",
+            step.id,
+            bar,
+            step.status.as_str(),
+            width = WIDTH as usize
+        ));
+    }
+    out
 }

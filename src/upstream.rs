@@ -8,19 +8,31 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Tool,
+    JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::downstream::{DownstreamError, Downstreams, HostLink, ProgressSink};
+use crate::exec::{Observer, Outcome, PlanRunner, StepRecord, StepStatus, is_error, result_schema};
+use crate::plan::{
+    EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, execute_plan_input_schema, render_issues,
+};
+
+/// Run records are resources under this prefix: `planmux://runs/{run_id}`.
+const RUNS_URI: &str = "planmux://runs/";
 
 /// The upstream MCP server.
 #[derive(Clone)]
 pub struct Upstream {
     downstreams: Arc<Downstreams>,
+    runner: Arc<PlanRunner>,
     host: Arc<HostLink>,
     /// Cancelled when planmux shuts down: every call in flight stops.
     shutdown: CancellationToken,
@@ -30,14 +42,120 @@ impl Upstream {
     /// A server over started downstreams; `host` is the link the downstreams relay to.
     pub fn new(
         downstreams: Arc<Downstreams>,
+        runner: Arc<PlanRunner>,
         host: Arc<HostLink>,
         shutdown: CancellationToken,
     ) -> Self {
         Self {
             downstreams,
+            runner,
             host,
             shutdown,
         }
+    }
+
+    /// The `execute_plan` tool definition.
+    fn execute_plan_tool() -> Tool {
+        Tool::new(
+            EXECUTE_PLAN_TOOL,
+            EXECUTE_PLAN_DESCRIPTION,
+            Arc::new(as_object(execute_plan_input_schema())),
+        )
+        .with_raw_output_schema(Arc::new(as_object(result_schema())))
+        .with_annotations(ToolAnnotations::new().open_world(true))
+    }
+
+    /// Runs a plan: issues as an `isError` result, otherwise the lean result.
+    async fn execute_plan(
+        &self,
+        arguments: Option<JsonObject>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let arguments = Value::Object(arguments.unwrap_or_default());
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| ProgressRelay::start(context.peer.clone(), token));
+        let cancel = self.shutdown.child_token();
+        let observer: &dyn Observer = match &progress {
+            Some(relay) => relay,
+            None => &crate::exec::Quiet,
+        };
+        let outcome = {
+            let run = self.runner.execute(&arguments, observer, cancel.clone());
+            tokio::pin!(run);
+            tokio::select! {
+                outcome = &mut run => outcome,
+                () = context.ct.cancelled() => {
+                    cancel.cancel();
+                    run.await
+                }
+            }
+        };
+        if let Some(relay) = progress {
+            relay.finish().await;
+        }
+        match outcome {
+            Outcome::Invalid(issues) => tool_error(render_issues(&issues)),
+            Outcome::Ran(record) => {
+                let result = self.runner.result(&record);
+                let text = record.render_text(&result);
+                let mut answer = CallToolResult::structured(result);
+                answer.content = vec![ContentBlock::text(text)];
+                answer.is_error = Some(is_error(&record));
+                answer
+            }
+        }
+    }
+}
+
+fn as_object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Sends one progress notification per finished step, in order, to the host.
+struct ProgressRelay {
+    token: ProgressToken,
+    tx: mpsc::UnboundedSender<ProgressNotificationParam>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressRelay {
+    fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
+        let task = tokio::spawn(async move {
+            while let Some(param) = rx.recv().await {
+                let _ = peer.notify_progress(param).await;
+            }
+        });
+        Self { token, tx, task }
+    }
+
+    /// Waits until every notification is sent, so none arrives after the result.
+    async fn finish(self) {
+        drop(self.tx);
+        let _ = self.task.await;
+    }
+}
+
+impl Observer for ProgressRelay {
+    fn step_finished(&self, record: &StepRecord, finished: usize, total: usize) {
+        let detail = match record.status {
+            StepStatus::Skipped => record.reason.clone().unwrap_or_default(),
+            _ => format!(
+                "{}, {} ms",
+                record.tool,
+                record.duration_ms.unwrap_or(0.0).round()
+            ),
+        };
+        let message = format!("{} {}: {detail}", record.id, record.status.as_str());
+        let param = ProgressNotificationParam::new(self.token.clone(), finished as f64)
+            .with_total(total as f64)
+            .with_message(message);
+        let _ = self.tx.send(param);
     }
 }
 
@@ -50,13 +168,16 @@ impl ServerHandler for Upstream {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
+            .enable_resources()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("planmux", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "planmux fronts several MCP servers: their tools are listed as <server>__<tool>.",
+                "planmux fronts several MCP servers: their tools are listed as <server>__<tool>. \
+                 To run several calls that feed each other, send one execute_plan instead of one \
+                 call per turn.",
             )
     }
 
@@ -79,16 +200,92 @@ impl ServerHandler for Upstream {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.downstreams.catalog();
-        Ok(ListToolsResult::with_all_items(
-            catalog.definitions().cloned().collect(),
-        ))
+        let mut tools: Vec<Tool> = catalog.definitions().cloned().collect();
+        tools.push(Self::execute_plan_tool());
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        if name == EXECUTE_PLAN_TOOL {
+            return Some(Self::execute_plan_tool());
+        }
         self.downstreams
             .catalog()
             .get(name)
             .map(|e| e.definition.clone())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .runner
+            .runs
+            .list()
+            .iter()
+            .map(|run| {
+                let goal = run
+                    .goal
+                    .as_deref()
+                    .map(|g| format!(": {g}"))
+                    .unwrap_or_default();
+                let mut resource = Resource::new(
+                    format!("{RUNS_URI}{}", run.run_id),
+                    format!("run {}", run.run_id),
+                )
+                .with_description(format!(
+                    "{} plan, {} steps, {} ms{goal}",
+                    run.status.as_str(),
+                    run.steps.len(),
+                    run.duration_ms.round(),
+                ));
+                resource.mime_type = Some("application/json".into());
+                resource
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut template = ResourceTemplate::new(
+            format!("{RUNS_URI}{{run_id}}"),
+            "plan run record",
+        )
+        .with_description(
+            "The full record of a recent execute_plan run: resolved arguments, outputs, timings.",
+        );
+        template.mime_type = Some("application/json".into());
+        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let record = request
+            .uri
+            .strip_prefix(RUNS_URI)
+            .and_then(|id| self.runner.runs.get(id))
+            .ok_or_else(|| {
+                ErrorData::resource_not_found(
+                    format!(
+                        "no run record at '{}' (only the last runs are kept)",
+                        request.uri
+                    ),
+                    None,
+                )
+            })?;
+        let text = serde_json::to_string_pretty(&*record)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let contents = ResourceContents::text(text, request.uri).with_mime_type("application/json");
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn call_tool(
@@ -98,6 +295,9 @@ impl ServerHandler for Upstream {
     ) -> Result<CallToolResponse, ErrorData> {
         if self.host.get().is_none() {
             self.host.set(context.peer.clone());
+        }
+        if request.name == EXECUTE_PLAN_TOOL {
+            return Ok(self.execute_plan(request.arguments, context).await.into());
         }
         let progress = context.meta.get_progress_token().map(|token| ProgressSink {
             peer: context.peer.clone(),

@@ -26,8 +26,14 @@ async fn passthrough_is_faithful() -> R {
     let downstream = direct(common::bin(), &["demo", "chaos"]).await?;
 
     // tools/list: the same definitions, renamed.
-    let proxied = proxy.client.list_all_tools().await?;
+    let mut proxied = proxy.client.list_all_tools().await?;
     let original = downstream.list_all_tools().await?;
+    let plan_tool = proxied.pop().map(|t| t.name.to_string());
+    assert_eq!(
+        plan_tool.as_deref(),
+        Some("execute_plan"),
+        "execute_plan is listed last"
+    );
     assert_eq!(proxied.len(), original.len());
     for tool in &original {
         let mut expected = tool.clone();
@@ -287,7 +293,11 @@ async fn a_broken_server_does_not_stop_the_others() -> R {
     let proxy = start(&config).await?;
     let tools = proxy.client.list_all_tools().await?;
     assert!(tools.iter().any(|t| t.name == "chaos__echo"));
-    assert!(tools.iter().all(|t| t.name.starts_with("chaos__")));
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.name.starts_with("chaos__") || t.name == "execute_plan")
+    );
 
     // `planmux check` reports each failure and exits non-zero.
     let out = Command::new(common::bin())

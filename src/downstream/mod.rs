@@ -258,3 +258,37 @@ impl Downstreams {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
     }
 }
+
+/// Plans call tools through the downstreams, by exported name.
+impl crate::exec::Invoker for Downstreams {
+    async fn invoke(
+        &self,
+        step: &crate::plan::PlannedStep,
+        args: serde_json::Value,
+        cancel: CancellationToken,
+    ) -> Result<serde_json::Value, crate::exec::InvokeError> {
+        use crate::exec::InvokeError;
+        let mut params = CallToolRequestParams::new(step.exported.clone());
+        params.arguments = match args {
+            serde_json::Value::Object(map) => Some(map),
+            serde_json::Value::Null => None,
+            other => {
+                return Err(InvokeError::Failed(format!(
+                    "arguments must be an object, got {other}"
+                )));
+            }
+        };
+        match self.call_tool(params, None, &cancel).await {
+            Ok(CallToolResponse::Complete(result)) => {
+                serde_json::to_value(result).map_err(|e| InvokeError::Failed(e.to_string()))
+            }
+            Ok(_) => Err(InvokeError::Failed(format!(
+                "{} asked for more input, which a plan cannot give; call it directly",
+                step.exported
+            ))),
+            Err(DownstreamError::Cancelled { .. }) => Err(InvokeError::Cancelled),
+            Err(e @ DownstreamError::Timeout { .. }) => Err(InvokeError::Timeout(e.to_string())),
+            Err(e) => Err(InvokeError::Failed(e.to_string())),
+        }
+    }
+}

@@ -5,6 +5,7 @@
 mod record;
 mod runs;
 mod scheduler;
+mod service;
 mod step;
 mod truncate;
 
@@ -18,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 pub use record::{RunRecord, RunStatus, StepRecord, StepStatus};
 pub use runs::RunStore;
 pub use scheduler::run;
+pub use service::{Outcome, PlanRunner, is_error, result_schema};
 pub use truncate::{Cut, truncate};
 
 use crate::plan::PlannedStep;
