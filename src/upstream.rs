@@ -321,7 +321,7 @@ impl ServerHandler for Upstream {
                 Ok(CallToolResponse::Complete(result))
             }
             Ok(other) => Ok(other),
-            Err(DownstreamError::Rpc { error, .. }) => Err(error),
+            Err(DownstreamError::Rpc { error, .. }) => Err(*error),
             Err(e @ DownstreamError::UnknownTool { .. }) => {
                 Err(ErrorData::invalid_params(e.to_string(), None))
             }

@@ -52,7 +52,10 @@ pub enum DownstreamError {
     Cancelled { server: String, tool: String },
     /// The server answered with a JSON-RPC error; it is passed on as it is.
     #[error("server '{server}' answered with an error: {}", .error.message)]
-    Rpc { server: String, error: ErrorData },
+    Rpc {
+        server: String,
+        error: Box<ErrorData>,
+    },
     /// The server answered with something that is not valid here.
     #[error("server '{server}' broke the protocol: {message}")]
     Protocol { server: String, message: String },

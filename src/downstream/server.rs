@@ -326,7 +326,7 @@ impl Server {
                     server: server.clone(),
                     message: "answered tools/call with something that is not a tool result".into(),
                 }),
-                Err(ServiceError::McpError(error)) => Err(DownstreamError::Rpc { server: server.clone(), error }),
+                Err(ServiceError::McpError(error)) => Err(DownstreamError::Rpc { server: server.clone(), error: Box::new(error) }),
                 Err(e) => Err(self.exited(&live, e).await),
             },
             () = cancel.cancelled() => {
