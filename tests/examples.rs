@@ -1,0 +1,107 @@
+//! Every plan in examples/plans runs against the built-in demo servers (the repository's
+//! default servers.toml), through `planmux run`, with the outcome it documents.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// (file, expected status, exit code). Every file in the folder must be listed.
+const EXPECTED: &[(&str, &str, i32)] = &[
+    ("chained-report.json", "succeeded", 0),
+    ("cpu-check-declarative.json", "succeeded", 0),
+    ("cpu-check.json", "succeeded", 0),
+    ("diamond.json", "succeeded", 0),
+    ("fail-forward.json", "partial", 2),
+    ("fan-out.json", "succeeded", 0),
+    ("race.json", "succeeded", 0),
+    ("state-slots.json", "succeeded", 0),
+    ("weather-compare.json", "succeeded", 0),
+    ("weather-to-file.json", "succeeded", 0),
+];
+
+#[test]
+fn every_example_plan_runs_as_documented() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<String> = std::fs::read_dir(root.join("examples/plans"))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".json"))
+        .collect();
+    files.sort();
+    let listed: Vec<&str> = EXPECTED.iter().map(|(f, _, _)| *f).collect();
+    assert_eq!(
+        files, listed,
+        "list every example here with its expected outcome"
+    );
+    let sandbox = tempfile::tempdir()?;
+    let config = sandbox.path().join("servers.toml");
+    std::fs::copy(root.join("servers.toml"), &config)?;
+    for (file, status, code) in EXPECTED {
+        let out = Command::new(env!("CARGO_BIN_EXE_planmux"))
+            .args(["run", "--quiet", "--config"])
+            .arg(&config)
+            .arg(root.join("examples/plans").join(file))
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let result: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| anyhow::anyhow!("{file}: stdout is not JSON ({e}); stderr: {stderr}"))?;
+        assert_eq!(result["status"], *status, "{file}: {result:#}");
+        assert_eq!(out.status.code(), Some(*code), "{file}");
+    }
+    // The state-slots example took the error path and wrote its file into the sandbox.
+    assert!(sandbox.path().join("sandbox/state/lisbon.json").is_file());
+    Ok(())
+}
+
+#[test]
+fn validate_prints_the_schedule_and_rejects_bad_plans() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let planmux = env!("CARGO_BIN_EXE_planmux");
+    let config = root.join("servers.toml");
+    let ok = Command::new(planmux)
+        .arg("validate")
+        .arg("--config")
+        .arg(&config)
+        .arg(root.join("examples/plans/diamond.json"))
+        .output()?;
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(ok.status.code(), Some(0), "{text}");
+    assert!(text.contains("5 steps, 4 levels"), "{text}");
+    let mermaid = Command::new(planmux)
+        .args(["validate", "--mermaid", "--config"])
+        .arg(&config)
+        .arg(root.join("examples/plans/diamond.json"))
+        .output()?;
+    let graph = String::from_utf8_lossy(&mermaid.stdout);
+    assert!(graph.starts_with("flowchart"), "{graph}");
+    assert!(
+        graph.contains("s0 --> s1") && graph.contains("a<br/>chaos__sleep"),
+        "{graph}"
+    );
+
+    let dir = tempfile::tempdir()?;
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"steps": [{"id": "x", "tool": "metrics__query_metrics", "args": {"name": "${y.name}"}}]}"#,
+    )?;
+    let out = Command::new(planmux)
+        .arg("validate")
+        .arg("--config")
+        .arg(&config)
+        .arg(&bad)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr.contains("metrics__query_metric"),
+        "suggests the closest tool: {stderr}"
+    );
+    let result: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(result["status"], "invalid");
+    assert!(
+        result["issues"].as_array().is_some_and(|i| i.len() >= 2),
+        "{result}"
+    );
+    Ok(())
+}

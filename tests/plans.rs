@@ -1,0 +1,300 @@
+//! execute_plan end to end: the binary as a child, driven by rmcp's client, with the
+//! downstreams as real child processes.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{call, demo_server, start, text};
+use rmcp::model::{
+    CallToolRequest, ClientRequest, NumberOrString, ProgressToken, ReadResourceRequestParams,
+    RequestMetaObject, ResourceContents, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Value, json};
+
+type R = anyhow::Result<()>;
+
+fn config(proxy: &str) -> String {
+    format!(
+        "[proxy]\n{proxy}\n{}{}[servers.metrics]\nbuiltin = \"metrics\"\n",
+        demo_server("chaos", "chaos", ""),
+        demo_server("weather", "weather", "")
+    )
+}
+
+fn cpu_plan() -> Value {
+    json!({
+        "goal": "Check if CPU usage exceeds 80%",
+        "steps": [
+            {"id": "list", "tool": "metrics__list_metrics", "args": {"category": "compute"}},
+            {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "$ref:list.metrics[0].name"}},
+            {"id": "check", "tool": "metrics__check_threshold",
+             "args": {"metric": "${cpu.name}", "value": "$ref:cpu.current", "threshold": 80, "op": "gt"}}
+        ],
+        "outputs": ["check"]
+    })
+}
+
+#[tokio::test]
+async fn a_plan_returns_only_what_it_asked_for() -> R {
+    let proxy = start(&config("")).await?;
+    let result = proxy
+        .client
+        .call_tool(call("execute_plan", cpu_plan()))
+        .await?;
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let structured = result.structured_content.clone().unwrap_or_default();
+    assert_eq!(structured["status"], "succeeded");
+    assert_eq!(
+        structured["outputs"],
+        json!({"check": {"metric": "cpu_usage", "value": 72.5, "threshold": 80.0, "op": "gt", "exceeded": false}})
+    );
+    assert_eq!(structured["stats"]["succeeded"], 3);
+    assert!(
+        structured["steps"]["list"].get("output").is_none(),
+        "intermediate values stay out"
+    );
+    let text = text(&result);
+    assert!(
+        text.starts_with("plan succeeded: 3/3 steps succeeded"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("memory_usage"),
+        "intermediate values stay out of the text too"
+    );
+
+    // The same plan as a JSON string.
+    let as_string = proxy
+        .client
+        .call_tool(call(
+            "execute_plan",
+            json!({"plan": cpu_plan().to_string()}),
+        ))
+        .await?;
+    assert_eq!(
+        as_string.structured_content.map(|s| s["outputs"].clone()),
+        Some(structured["outputs"].clone())
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_invalid_plan_lists_every_problem_and_runs_nothing() -> R {
+    let proxy = start(&config("")).await?;
+    let plan = json!({"steps": [
+        {"id": "a", "tool": "chaos__count"},
+        {"id": "a", "tool": "metrics__query_metrics", "args": {"name": "${missing.x}"}}
+    ]});
+    let result = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    assert_eq!(result.is_error, Some(true));
+    let message = text(&result);
+    assert!(
+        message.contains("duplicate")
+            && message.contains("metrics__query_metric")
+            && message.contains("missing"),
+        "{message}"
+    );
+    let count = proxy
+        .client
+        .call_tool(call("chaos__count", json!({})))
+        .await?;
+    assert_eq!(
+        count.structured_content.map(|c| c["calls"].clone()),
+        Some(json!(1)),
+        "nothing ran"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn progress_comes_once_per_finished_step() -> R {
+    let proxy = start(&config("")).await?;
+    let token = ProgressToken(NumberOrString::String("plan-1".into()));
+    let meta = RequestMetaObject::with_progress_token(token);
+    let request =
+        ClientRequest::CallToolRequest(CallToolRequest::new(call("execute_plan", cpu_plan())));
+    let handle = proxy
+        .client
+        .send_cancellable_request(request, PeerRequestOptions::no_options().with_meta(meta))
+        .await?;
+    let sent = handle.progress_token.clone();
+    assert!(matches!(
+        handle.await_response().await?,
+        ServerResult::CallToolResult(_)
+    ));
+    let progress = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| s.progress.clone())
+        .unwrap_or_default();
+    assert!(progress.iter().all(|p| p.progress_token == sent));
+    let steps: Vec<(f64, Option<f64>)> = progress.iter().map(|p| (p.progress, p.total)).collect();
+    assert_eq!(
+        steps,
+        vec![(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))],
+        "all before the response, in order"
+    );
+    let message = progress[1].message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("cpu succeeded: metrics__query_metric, "),
+        "{message}"
+    );
+    assert!(message.ends_with(" ms"), "{message}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn cancelling_a_plan_cancels_its_steps_downstream() -> R {
+    let proxy = start(&config("")).await?;
+    let plan = json!({"steps": [{"id": "long", "tool": "chaos__sleep", "args": {"ms": 30000}}]});
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call("execute_plan", plan)));
+    let handle = proxy
+        .client
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle.cancel(Some("changed my mind".into())).await?;
+    let mut cancelled = false;
+    for _ in 0..50 {
+        let count = proxy
+            .client
+            .call_tool(call("chaos__count", json!({})))
+            .await?;
+        if count
+            .structured_content
+            .is_some_and(|c| c["cancelled"] == 1)
+        {
+            cancelled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(cancelled, "the downstream sleep was not cancelled");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_run_record_is_a_resource() -> R {
+    let proxy = start(&config("")).await?;
+    let result = proxy
+        .client
+        .call_tool(call("execute_plan", cpu_plan()))
+        .await?;
+    let run_id = result
+        .structured_content
+        .and_then(|s| s["run_id"].as_str().map(String::from))
+        .unwrap_or_default();
+    let uri = format!("planmux://runs/{run_id}");
+    let listed = proxy.client.list_all_resources().await?;
+    assert!(listed.iter().any(|r| r.uri == uri), "{listed:?}");
+    let read = proxy
+        .client
+        .read_resource(ReadResourceRequestParams::new(uri.clone()))
+        .await?;
+    let Some(ResourceContents::TextResourceContents { text, .. }) = read.contents.first() else {
+        anyhow::bail!("no text contents");
+    };
+    let record: Value = serde_json::from_str(text)?;
+    assert_eq!(record["run_id"], run_id.as_str());
+    assert_eq!(
+        record["steps"][1]["args"],
+        json!({"name": "cpu_usage"}),
+        "resolved arguments are kept"
+    );
+    assert_eq!(
+        record["steps"][0]["output"]["metrics"][1]["name"], "memory_usage",
+        "every output is kept"
+    );
+    let missing = proxy
+        .client
+        .read_resource(ReadResourceRequestParams::new("planmux://runs/nope"))
+        .await;
+    assert!(missing.is_err());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_downstream_killed_mid_plan_fails_its_steps_and_the_rest_finish() -> R {
+    let proxy = start(&config("")).await?;
+    let pid = proxy
+        .client
+        .call_tool(call("chaos__pid", json!({})))
+        .await?
+        .structured_content
+        .and_then(|v| v["pid"].as_i64())
+        .unwrap_or(0);
+    let plan = json!({"steps": [
+        {"id": "doomed", "tool": "chaos__sleep", "args": {"ms": 20000}},
+        {"id": "after", "tool": "chaos__echo", "args": {"x": "$ref:doomed"}},
+        {"id": "fine", "tool": "weather__get_weather", "args": {"location": "Rome"}},
+        {"id": "slow_fine", "tool": "weather__get_weather", "args": {"location": "$ref:fine.location"}}
+    ]});
+    let client = proxy.client.peer().clone();
+    let running = tokio::spawn(async move { client.call_tool(call("execute_plan", plan)).await });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()?;
+    let result = tokio::time::timeout(Duration::from_secs(10), running).await???;
+    let s = result.structured_content.unwrap_or_default();
+    assert_eq!(s["status"], "partial", "{s:#}");
+    assert_eq!(s["steps"]["doomed"]["status"], "failed");
+    assert!(
+        s["steps"]["doomed"]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("server 'chaos' went away")),
+        "{s:#}"
+    );
+    assert_eq!(s["steps"]["after"]["reason"], "dependency 'doomed' failed");
+    assert_eq!(s["steps"]["slow_fine"]["status"], "succeeded");
+    Ok(())
+}
+
+#[tokio::test]
+async fn long_outputs_are_truncated_and_say_so() -> R {
+    let proxy = start(&config("max_output_chars = 100")).await?;
+    let plan = json!({"steps": [{"id": "big", "tool": "chaos__bytes", "args": {"n": 5000}}]});
+    let result = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    let s = result.structured_content.unwrap_or_default();
+    let value = s["outputs"]["big"].as_str().unwrap_or_default();
+    assert!(
+        value.len() < 200 && value.ends_with("more chars]"),
+        "{value}"
+    );
+    assert_eq!(s["truncated"]["big"]["original_chars"], 5002);
+    Ok(())
+}
+
+#[tokio::test]
+async fn fail_fast_and_continue_through_the_binary() -> R {
+    let proxy = start(&config("")).await?;
+    let fast = json!({"on_error": "fail_fast", "steps": [
+        {"id": "bad", "tool": "chaos__fail", "args": {"message": "nope"}},
+        {"id": "long", "tool": "chaos__sleep", "args": {"ms": 20000}}
+    ]});
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        proxy.client.call_tool(call("execute_plan", fast)),
+    )
+    .await??;
+    let s = result.structured_content.unwrap_or_default();
+    assert_eq!(
+        (s["status"].clone(), s["steps"]["long"]["status"].clone()),
+        (json!("failed"), json!("cancelled"))
+    );
+    assert_eq!(result.is_error, Some(true), "nothing asked for succeeded");
+    let cont = json!({"on_error": "continue", "steps": [
+        {"id": "bad", "tool": "chaos__fail", "args": {"message": "quota exceeded"}},
+        {"id": "report", "tool": "chaos__echo", "args": {"why": "$ref:bad"}}
+    ], "outputs": ["report"]});
+    let result = proxy.client.call_tool(call("execute_plan", cont)).await?;
+    let s = result.structured_content.unwrap_or_default();
+    assert_eq!(s["outputs"]["report"], json!({"why": "quota exceeded"}));
+    assert_eq!(s["status"], "partial");
+    assert_eq!(result.is_error, Some(false));
+    Ok(())
+}
