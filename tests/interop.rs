@@ -17,12 +17,20 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{call, eventually, json, start, text};
-use rmcp::model::{CallToolRequest, ClientRequest, NumberOrString, ProgressToken, RequestMetaObject, ServerResult};
+use rmcp::model::{
+    CallToolRequest, ClientRequest, NumberOrString, ProgressToken, RequestMetaObject, ServerResult,
+};
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
-use support::{EVERYTHING, FILESYSTEM, HttpEverything, MEMORY, Timer, direct_mirror, entry, node, stdio_server, toml_str, without_name};
+use support::{
+    EVERYTHING, FILESYSTEM, HttpEverything, MEMORY, Timer, direct_mirror, entry, node,
+    stdio_server, toml_str, without_name,
+};
 
 type R = anyhow::Result<()>;
+
+/// planmux's own tool, listed beside the re-exported ones (DESIGN.md §3).
+const PLAN_TOOL: &str = "execute_plan";
 
 // ---------------------------------------------------------------------------------------
 // The Python SDK as the host
@@ -46,7 +54,14 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
     let script = common::interop_dir().join("python_client.py");
     let run = tokio::process::Command::new(&python)
         .arg(&script)
-        .args(["--planmux", common::bin(), "--mode", mode, "--stdio-chaos", "chaos2"])
+        .args([
+            "--planmux",
+            common::bin(),
+            "--mode",
+            mode,
+            "--stdio-chaos",
+            "chaos2",
+        ])
         .arg("--config")
         .arg(&config)
         .args(["--expect-protocol", expect_protocol])
@@ -57,7 +72,9 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
         .output();
     let out = tokio::time::timeout(Duration::from_secs(120), run)
         .await
-        .map_err(|_| anyhow::anyhow!("python_client.py --mode {mode} did not finish within 120 s"))??;
+        .map_err(|_| {
+            anyhow::anyhow!("python_client.py --mode {mode} did not finish within 120 s")
+        })??;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
@@ -67,22 +84,39 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
             out.status
         );
     }
-    let summary: Value = serde_json::from_str(&stdout)
-        .map_err(|e| anyhow::anyhow!("python_client.py printed no JSON summary ({e}):\n{stdout}\n{stderr}"))?;
+    let summary: Value = serde_json::from_str(&stdout).map_err(|e| {
+        anyhow::anyhow!("python_client.py printed no JSON summary ({e}):\n{stdout}\n{stderr}")
+    })?;
     Ok(summary)
 }
 
 fn check_python_summary(summary: &Value, mode: &str, protocol: &str) {
     assert_eq!(summary["ok"], json!(true), "{mode}: {summary:#}");
-    assert_eq!(summary["protocol_version"], json!(protocol), "{mode}: {summary:#}");
+    assert_eq!(
+        summary["protocol_version"],
+        json!(protocol),
+        "{mode}: {summary:#}"
+    );
     let calls = &summary["calls"];
     assert_eq!(calls["chaos__fail"]["isError"], json!(true), "{mode}");
-    assert_eq!(calls["weather__get_weather"]["structuredContent"]["location"], json!("Tokyo"), "{mode}");
-    assert_eq!(calls["chaos2__echo"]["structuredContent"], json!({"via": "chaos2"}), "{mode}");
+    assert_eq!(
+        calls["weather__get_weather"]["structuredContent"]["location"],
+        json!("Tokyo"),
+        "{mode}"
+    );
+    assert_eq!(
+        calls["chaos2__echo"]["structuredContent"],
+        json!({"via": "chaos2"}),
+        "{mode}"
+    );
     // What each era requires of a tool result on the wire.
     let result_type = calls["chaos__echo"].get("resultType").cloned();
     if protocol == "2026-07-28" {
-        assert_eq!(result_type, Some(json!("complete")), "{mode}: a 2026-07-28 CallToolResult needs resultType");
+        assert_eq!(
+            result_type,
+            Some(json!("complete")),
+            "{mode}: a 2026-07-28 CallToolResult needs resultType"
+        );
     }
 }
 
@@ -92,7 +126,10 @@ async fn python_sdk_default_mode_discovers_2026_07_28() -> R {
     let summary = python_client("default", "2026-07-28").await?;
     check_python_summary(&summary, "default", "2026-07-28");
     let handshake = summary["handshake"][0].as_str().unwrap_or_default();
-    assert!(handshake.contains("\"server/discover\""), "the default mode should probe with server/discover: {handshake}");
+    assert!(
+        handshake.contains("\"server/discover\""),
+        "the default mode should probe with server/discover: {handshake}"
+    );
     Ok(())
 }
 
@@ -102,7 +139,10 @@ async fn python_sdk_legacy_mode_initializes() -> R {
     let summary = python_client("legacy", "2025-11-25").await?;
     check_python_summary(&summary, "legacy", "2025-11-25");
     let handshake = summary["handshake"][0].as_str().unwrap_or_default();
-    assert!(handshake.contains("\"initialize\""), "the legacy mode should send initialize: {handshake}");
+    assert!(
+        handshake.contains("\"initialize\""),
+        "the legacy mode should send initialize: {handshake}"
+    );
     Ok(())
 }
 
@@ -119,7 +159,11 @@ async fn tool_maps(
     proxy: &common::Proxy,
     direct: &rmcp::service::RunningService<rmcp::RoleClient, support::MirrorHost>,
     prefix: &str,
-) -> anyhow::Result<(BTreeMap<String, Value>, BTreeMap<String, Value>, Vec<String>)> {
+) -> anyhow::Result<(
+    BTreeMap<String, Value>,
+    BTreeMap<String, Value>,
+    Vec<String>,
+)> {
     let mut via = BTreeMap::new();
     let mut others = Vec::new();
     for tool in proxy.client.list_all_tools().await? {
@@ -127,10 +171,17 @@ async fn tool_maps(
             Some(bare) => {
                 via.insert(bare.to_string(), without_name(&tool));
             }
+            // planmux's own meta-tool is listed beside the re-exported ones.
+            None if tool.name == PLAN_TOOL => {}
             None => others.push(tool.name.to_string()),
         }
     }
-    let orig = direct.list_all_tools().await?.iter().map(|t| (t.name.to_string(), without_name(t))).collect();
+    let orig = direct
+        .list_all_tools()
+        .await?
+        .iter()
+        .map(|t| (t.name.to_string(), without_name(t)))
+        .collect();
     Ok((via, orig, others))
 }
 
@@ -140,7 +191,9 @@ fn describe_difference(via: &BTreeMap<String, Value>, orig: &BTreeMap<String, Va
     for (name, tool) in orig {
         match via.get(name) {
             None => lines.push(format!("missing through planmux: {name}")),
-            Some(v) if v != tool => lines.push(format!("{name} differs:\n  direct:  {tool}\n  planmux: {v}")),
+            Some(v) if v != tool => lines.push(format!(
+                "{name} differs:\n  direct:  {tool}\n  planmux: {v}"
+            )),
             Some(_) => {}
         }
     }
@@ -165,15 +218,36 @@ async fn everything_tools_list_is_the_direct_list_prefixed() -> R {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(others.is_empty(), "tools without the everything__ prefix: {others:?}");
-    assert!(orig.len() >= 10, "server-everything listed only {} tools: {:?}", orig.len(), orig.keys());
-    for name in ["echo", "get-structured-content", "trigger-long-running-operation", "get-tiny-image"] {
-        assert!(orig.contains_key(name), "server-everything has no {name}: {:?}", orig.keys());
+    assert!(
+        others.is_empty(),
+        "tools without the everything__ prefix: {others:?}"
+    );
+    assert!(
+        orig.len() >= 10,
+        "server-everything listed only {} tools: {:?}",
+        orig.len(),
+        orig.keys()
+    );
+    for name in [
+        "echo",
+        "get-structured-content",
+        "trigger-long-running-operation",
+        "get-tiny-image",
+    ] {
+        assert!(
+            orig.contains_key(name),
+            "server-everything has no {name}: {:?}",
+            orig.keys()
+        );
     }
     assert!(orig["get-structured-content"].get("outputSchema").is_some());
     assert!(orig["echo"].get("annotations").is_some());
-    assert!(via == orig, "tools/list through planmux differs from the direct list:\n{}", describe_difference(&via, &orig));
-    direct.cancel().await?;
+    assert!(
+        via == orig,
+        "tools/list through planmux differs from the direct list:\n{}",
+        describe_difference(&via, &orig)
+    );
+    drop(direct);
     Ok(())
 }
 
@@ -186,15 +260,24 @@ async fn everything_calls_give_the_direct_results() -> R {
         ("echo", json!({"message": "héllo planmux"})),
         ("get-structured-content", json!({"location": "Chicago"})),
         ("get-sum", json!({"a": 2, "b": 3.5})),
-        ("get-annotated-message", json!({"messageType": "error", "includeImage": true})),
+        (
+            "get-annotated-message",
+            json!({"messageType": "error", "includeImage": true}),
+        ),
         ("get-tiny-image", json!({})),
         ("get-resource-links", json!({"count": 2})),
-        ("get-resource-reference", json!({"resourceType": "Text", "resourceId": 2})),
+        (
+            "get-resource-reference",
+            json!({"resourceType": "Text", "resourceId": 2}),
+        ),
         // Invalid arguments: whatever the server answers (a tool error), planmux passes on.
         ("get-sum", json!({"a": "two"})),
     ];
     for (tool, args) in cases {
-        let via = proxy.client.call_tool(call(&format!("everything__{tool}"), args.clone())).await;
+        let via = proxy
+            .client
+            .call_tool(call(&format!("everything__{tool}"), args.clone()))
+            .await;
         let orig = direct.call_tool(call(tool, args.clone())).await;
         match (via, orig) {
             (Ok(via), Ok(orig)) => assert_eq!(json(&via), json(&orig), "{tool} {args}"),
@@ -202,20 +285,40 @@ async fn everything_calls_give_the_direct_results() -> R {
             (via, orig) => panic!("{tool} {args}: through planmux {via:?}, direct {orig:?}"),
         }
     }
-    let echoed = proxy.client.call_tool(call("everything__echo", json!({"message": "hi"}))).await?;
+    let echoed = proxy
+        .client
+        .call_tool(call("everything__echo", json!({"message": "hi"})))
+        .await?;
     assert_eq!(text(&echoed), "Echo: hi");
-    let structured = proxy.client.call_tool(call("everything__get-structured-content", json!({"location": "Chicago"}))).await?;
-    assert_eq!(structured.structured_content, Some(json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82})));
-    direct.cancel().await?;
+    let structured = proxy
+        .client
+        .call_tool(call(
+            "everything__get-structured-content",
+            json!({"location": "Chicago"}),
+        ))
+        .await?;
+    assert_eq!(
+        structured.structured_content,
+        Some(json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}))
+    );
+    drop(direct);
     Ok(())
 }
 
-fn long_running(duration_s: f64, steps: u32, token: &str) -> (ClientRequest, PeerRequestOptions, ProgressToken) {
+fn long_running(
+    duration_s: f64,
+    steps: u32,
+    token: &str,
+) -> (ClientRequest, PeerRequestOptions, ProgressToken) {
     let token = ProgressToken(NumberOrString::String(token.to_string().into()));
-    let mut params = call("everything__trigger-long-running-operation", json!({"duration": duration_s, "steps": steps}));
+    let mut params = call(
+        "everything__trigger-long-running-operation",
+        json!({"duration": duration_s, "steps": steps}),
+    );
     params.meta = Some(RequestMetaObject::with_progress_token(token.clone()));
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let options = PeerRequestOptions::with_timeout(Duration::from_secs(30)).with_meta(RequestMetaObject::with_progress_token(token.clone()));
+    let options = PeerRequestOptions::with_timeout(Duration::from_secs(30))
+        .with_meta(RequestMetaObject::with_progress_token(token.clone()));
     (request, options, token)
 }
 
@@ -224,60 +327,242 @@ async fn everything_long_running_operation_reports_progress() -> R {
     let _t = Timer::start("everything_long_running_operation_reports_progress");
     let proxy = start(&everything_config("")).await?;
     let (request, options, _) = long_running(1.0, 4, "interop-progress");
-    let handle = proxy.client.send_cancellable_request(request, options).await?;
+    let handle = proxy
+        .client
+        .send_cancellable_request(request, options)
+        .await?;
     let token = handle.progress_token.clone();
     let response = handle.await_response().await?;
-    let ServerResult::CallToolResult(result) = response else { panic!("not a tool result: {response:?}") };
-    assert_eq!(text(&result), "Long running operation completed. Duration: 1 seconds, Steps: 4.");
-    let progress_of = |s: &common::Seen| s.progress.iter().filter(|p| p.progress_token == token).cloned().collect::<Vec<_>>();
-    let all = eventually(Duration::from_secs(2), || proxy.recorder.seen.lock().map(|s| progress_of(&s).len() >= 4).unwrap_or(false)).await;
-    let progress = proxy.recorder.seen.lock().map(|s| progress_of(&s)).unwrap_or_default();
-    assert!(all, "expected 4 progress notifications with the request's token {token:?}, got {progress:?}");
+    let ServerResult::CallToolResult(result) = response else {
+        panic!("not a tool result: {response:?}")
+    };
+    assert_eq!(
+        text(&result),
+        "Long running operation completed. Duration: 1 seconds, Steps: 4."
+    );
+    let progress_of = |s: &common::Seen| {
+        s.progress
+            .iter()
+            .filter(|p| p.progress_token == token)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let all = eventually(Duration::from_secs(2), || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| progress_of(&s).len() >= 4)
+            .unwrap_or(false)
+    })
+    .await;
+    let progress = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| progress_of(&s))
+        .unwrap_or_default();
+    assert!(
+        all,
+        "expected 4 progress notifications with the request's token {token:?}, got {progress:?}"
+    );
     let steps: Vec<f64> = progress.iter().map(|p| p.progress).collect();
     assert_eq!(steps, vec![1.0, 2.0, 3.0, 4.0]);
-    assert!(progress.iter().all(|p| p.total == Some(4.0)), "{progress:?}");
+    assert!(
+        progress.iter().all(|p| p.total == Some(4.0)),
+        "{progress:?}"
+    );
+    Ok(())
+}
+
+/// server-everything sends each progress notification before its response (the wire shows
+/// all of them ahead of the result), so every one must reach the host, not only most.
+/// Many short calls make a lost last notification show up reliably.
+#[tokio::test]
+async fn everything_progress_sent_before_the_response_is_never_dropped() -> R {
+    let _t = Timer::start("everything_progress_sent_before_the_response_is_never_dropped");
+    let proxy = start(&everything_config("")).await?;
+    let calls = 20;
+    let mut tokens = Vec::new();
+    for i in 0..calls {
+        let (request, options, _) = long_running(0.04, 4, &format!("interop-burst-{i}"));
+        let handle = proxy
+            .client
+            .send_cancellable_request(request, options)
+            .await?;
+        tokens.push(handle.progress_token.clone());
+        let response = handle.await_response().await?;
+        assert!(
+            matches!(response, ServerResult::CallToolResult(_)),
+            "{response:?}"
+        );
+    }
+    let counts = || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| {
+                tokens
+                    .iter()
+                    .map(|t| s.progress.iter().filter(|p| &p.progress_token == t).count())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    // Delivery after the response is tolerated (the client handles notifications on tasks);
+    // a notification that never arrives is not.
+    eventually(Duration::from_secs(3), || counts().iter().all(|&n| n == 4)).await;
+    let counts = counts();
+    let short: Vec<(usize, usize)> = counts
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, n)| n != 4)
+        .collect();
+    assert!(
+        short.is_empty(),
+        "planmux dropped progress notifications that the downstream sent before its response: \
+         (call, progress received of 4) = {short:?}"
+    );
     Ok(())
 }
 
 #[tokio::test]
 async fn everything_long_running_operation_cancels_promptly() -> R {
     let _t = Timer::start("everything_long_running_operation_cancels_promptly");
-    let proxy = start(&everything_config("")).await?;
+    // What planmux sends server-everything is recorded by a `tee` in front of its stdin.
+    let dir = tempfile::tempdir()?;
+    let tap = dir.path().join("to-everything.jsonl");
+    let script = format!(
+        "tee -a '{}' | exec {} '{}'",
+        tap.display(),
+        node(),
+        entry(EVERYTHING)
+    );
+    let proxy = start(&stdio_server("everything", "sh", &["-c", &script], "")).await?;
+    let sent_downstream = || -> Vec<Value> {
+        std::fs::read_to_string(&tap)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    // The downstream ids of the long-running calls, and the ids planmux cancelled.
+    let long_calls = || -> Vec<Value> {
+        sent_downstream()
+            .into_iter()
+            .filter(|m| {
+                m["method"] == "tools/call"
+                    && m["params"]["name"] == "trigger-long-running-operation"
+            })
+            .map(|m| m["id"].clone())
+            .collect()
+    };
+    let cancelled = || -> Vec<Value> {
+        sent_downstream()
+            .into_iter()
+            .filter(|m| m["method"] == "notifications/cancelled")
+            .map(|m| m["params"]["requestId"].clone())
+            .collect()
+    };
 
     // 1. An explicit notifications/cancelled (RequestHandle::cancel) after the first progress.
     let (request, options, _) = long_running(20.0, 40, "interop-cancel");
-    let handle = proxy.client.send_cancellable_request(request, options).await?;
+    let handle = proxy
+        .client
+        .send_cancellable_request(request, options)
+        .await?;
     let token = handle.progress_token.clone();
     let count = |proxy: &common::Proxy| {
-        proxy.recorder.seen.lock().map(|s| s.progress.iter().filter(|p| p.progress_token == token).count()).unwrap_or(0)
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| {
+                s.progress
+                    .iter()
+                    .filter(|p| p.progress_token == token)
+                    .count()
+            })
+            .unwrap_or(0)
     };
-    assert!(eventually(Duration::from_secs(5), || count(&proxy) >= 1).await, "no progress before cancelling");
+    assert!(
+        eventually(Duration::from_secs(5), || count(&proxy) >= 1).await,
+        "no progress before cancelling"
+    );
     let cancelled_at = Instant::now();
     handle.cancel(Some("interop test".into())).await?;
     let cancel_took = cancelled_at.elapsed();
-    assert!(cancel_took < Duration::from_secs(1), "cancel took {cancel_took:?}");
+    assert!(
+        cancel_took < Duration::from_secs(1),
+        "cancel took {cancel_took:?}"
+    );
     // planmux answers at once while the operation would still run for ~19 s...
     let asked = Instant::now();
-    let echoed = proxy.client.call_tool(call("everything__echo", json!({"message": "still here"}))).await?;
+    let echoed = proxy
+        .client
+        .call_tool(call("everything__echo", json!({"message": "still here"})))
+        .await?;
     assert_eq!(text(&echoed), "Echo: still here");
-    assert!(asked.elapsed() < Duration::from_secs(2), "a call after the cancel took {:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "a call after the cancel took {:?}",
+        asked.elapsed()
+    );
+    // ...it told server-everything...
+    let told = eventually(Duration::from_secs(2), || {
+        let ids = long_calls();
+        ids.len() == 1 && cancelled().contains(&ids[0])
+    })
+    .await;
+    assert!(
+        told,
+        "planmux did not send notifications/cancelled for the call downstream: calls {:?}, cancelled {:?}",
+        long_calls(),
+        cancelled()
+    );
     // ...and forwards no more progress for the cancelled call (one may already be in flight).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let settled = count(&proxy);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(count(&proxy), settled, "progress for a cancelled call kept arriving (a step is 0.5 s)");
+    assert_eq!(
+        count(&proxy),
+        settled,
+        "progress for a cancelled call kept arriving (a step is 0.5 s)"
+    );
 
     // 2. A call future dropped by the client (rmcp sends notifications/cancelled for it).
     let started = Instant::now();
     let dropped = tokio::time::timeout(
         Duration::from_millis(700),
-        proxy.client.call_tool(call("everything__trigger-long-running-operation", json!({"duration": 20, "steps": 2}))),
+        proxy.client.call_tool(call(
+            "everything__trigger-long-running-operation",
+            json!({"duration": 20, "steps": 2}),
+        )),
     )
     .await;
-    assert!(dropped.is_err(), "the 20 s operation answered early: {dropped:?}");
+    assert!(
+        dropped.is_err(),
+        "the 20 s operation answered early: {dropped:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(2));
-    let echoed = proxy.client.call_tool(call("everything__echo", json!({"message": "after drop"}))).await?;
+    let echoed = proxy
+        .client
+        .call_tool(call("everything__echo", json!({"message": "after drop"})))
+        .await?;
     assert_eq!(text(&echoed), "Echo: after drop");
+    let told = eventually(Duration::from_secs(2), || {
+        let ids = long_calls();
+        ids.len() == 2 && cancelled().contains(&ids[1])
+    })
+    .await;
+    assert!(
+        told,
+        "a dropped call was not cancelled downstream: calls {:?}, cancelled {:?}",
+        long_calls(),
+        cancelled()
+    );
     Ok(())
 }
 
@@ -289,26 +574,77 @@ async fn everything_long_running_operation_cancels_promptly() -> R {
 async fn everything_over_streamable_http_round_trips() -> R {
     let _t = Timer::start("everything_over_streamable_http_round_trips");
     let server = HttpEverything::start().await?;
-    let proxy = start(&format!("[servers.remote]\nurl = {}\n", toml_str(&server.url))).await?;
+    let proxy = start(&format!(
+        "[servers.remote]\nurl = {}\n",
+        toml_str(&server.url)
+    ))
+    .await?;
     let tools = proxy.client.list_all_tools().await?;
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert!(names.contains(&"remote__echo"), "tools from {} (pid {:?}): {names:?}", server.url, server.pid());
-    let echoed = proxy.client.call_tool(call("remote__echo", json!({"message": "over http"}))).await?;
-    assert_eq!((echoed.is_error, text(&echoed)), (Some(false), "Echo: over http".to_string()), "{}", json(&echoed));
-    let structured = proxy.client.call_tool(call("remote__get-structured-content", json!({"location": "Los Angeles"}))).await?;
-    assert_eq!(structured.structured_content, Some(json!({"temperature": 73, "conditions": "Sunny / Clear", "humidity": 48})));
+    assert!(
+        names.contains(&"remote__echo"),
+        "tools from {} (pid {:?}): {names:?}",
+        server.url,
+        server.pid()
+    );
+    let echoed = proxy
+        .client
+        .call_tool(call("remote__echo", json!({"message": "over http"})))
+        .await?;
+    assert_ne!(echoed.is_error, Some(true), "{}", json(&echoed));
+    assert_eq!(text(&echoed), "Echo: over http", "{}", json(&echoed));
+    let structured = proxy
+        .client
+        .call_tool(call(
+            "remote__get-structured-content",
+            json!({"location": "Los Angeles"}),
+        ))
+        .await?;
+    assert_eq!(
+        structured.structured_content,
+        Some(json!({"temperature": 73, "conditions": "Sunny / Clear", "humidity": 48}))
+    );
 
     // Progress comes back over the HTTP response stream and through planmux.
     let token = ProgressToken(NumberOrString::String("interop-http".into()));
-    let mut params = call("remote__trigger-long-running-operation", json!({"duration": 0.6, "steps": 3}));
+    let mut params = call(
+        "remote__trigger-long-running-operation",
+        json!({"duration": 0.6, "steps": 3}),
+    );
     params.meta = Some(RequestMetaObject::with_progress_token(token.clone()));
-    let options = PeerRequestOptions::with_timeout(Duration::from_secs(30)).with_meta(RequestMetaObject::with_progress_token(token));
-    let handle = proxy.client.send_cancellable_request(ClientRequest::CallToolRequest(CallToolRequest::new(params)), options).await?;
+    let options = PeerRequestOptions::with_timeout(Duration::from_secs(30))
+        .with_meta(RequestMetaObject::with_progress_token(token));
+    let handle = proxy
+        .client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            options,
+        )
+        .await?;
     let sent = handle.progress_token.clone();
     let response = handle.await_response().await?;
-    assert!(matches!(response, ServerResult::CallToolResult(_)), "{response:?}");
-    let count = || proxy.recorder.seen.lock().map(|s| s.progress.iter().filter(|p| p.progress_token == sent).count()).unwrap_or(0);
-    assert!(eventually(Duration::from_secs(2), || count() >= 3).await, "progress over HTTP: {} of 3", count());
+    assert!(
+        matches!(response, ServerResult::CallToolResult(_)),
+        "{response:?}"
+    );
+    let count = || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| {
+                s.progress
+                    .iter()
+                    .filter(|p| p.progress_token == sent)
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually(Duration::from_secs(2), || count() >= 3).await,
+        "progress over HTTP: {} of 3",
+        count()
+    );
     drop(proxy);
     drop(server);
     Ok(())
@@ -332,12 +668,27 @@ async fn filesystem_write_then_read_matches_direct() -> R {
     let file = root_path.join("notes.txt");
     let file_str = file.to_string_lossy().into_owned();
     let content = "first line\nsecond line: ünïcödé\n";
-    let written = proxy.client.call_tool(call("fs__write_file", json!({"path": file_str, "content": content}))).await?;
+    let written = proxy
+        .client
+        .call_tool(call(
+            "fs__write_file",
+            json!({"path": file_str, "content": content}),
+        ))
+        .await?;
     assert_ne!(written.is_error, Some(true), "{}", json(&written));
-    assert_eq!(std::fs::read_to_string(&file)?, content, "write_file through planmux wrote something else");
+    assert_eq!(
+        std::fs::read_to_string(&file)?,
+        content,
+        "write_file through planmux wrote something else"
+    );
 
     // Writing the same again directly answers the same as through planmux.
-    let written_direct = direct.call_tool(call("write_file", json!({"path": file_str, "content": content}))).await?;
+    let written_direct = direct
+        .call_tool(call(
+            "write_file",
+            json!({"path": file_str, "content": content}),
+        ))
+        .await?;
     assert_eq!(json(&written), json(&written_direct));
 
     for (tool, args) in [
@@ -349,20 +700,29 @@ async fn filesystem_write_then_read_matches_direct() -> R {
         // server keeps the folder from its command line, as it does directly.
         ("list_allowed_directories", json!({})),
     ] {
-        let via = proxy.client.call_tool(call(&format!("fs__{tool}"), args.clone())).await?;
+        let via = proxy
+            .client
+            .call_tool(call(&format!("fs__{tool}"), args.clone()))
+            .await?;
         let orig = direct.call_tool(call(tool, args.clone())).await?;
         assert_eq!(json(&via), json(&orig), "{tool} {args}");
     }
-    let read = proxy.client.call_tool(call("fs__read_text_file", json!({"path": file_str}))).await?;
+    let read = proxy
+        .client
+        .call_tool(call("fs__read_text_file", json!({"path": file_str})))
+        .await?;
     assert_eq!(read.structured_content, Some(json!({"content": content})));
 
     // Outside the allowed folder: the server's own refusal comes back unchanged.
     let outside = json!({"path": "/etc/hostname"});
-    let via = proxy.client.call_tool(call("fs__read_text_file", outside.clone())).await?;
+    let via = proxy
+        .client
+        .call_tool(call("fs__read_text_file", outside.clone()))
+        .await?;
     let orig = direct.call_tool(call("read_text_file", outside)).await?;
     assert_eq!(via.is_error, Some(true), "{}", json(&via));
     assert_eq!(json(&via), json(&orig));
-    direct.cancel().await?;
+    drop(direct);
     Ok(())
 }
 
@@ -380,7 +740,10 @@ async fn memory_create_entities_then_read_graph() -> R {
         {"name": "planmux", "entityType": "project", "observations": ["proxies MCP servers", "written in Rust"]},
         {"name": "server-memory", "entityType": "server", "observations": ["stores a knowledge graph"]},
     ]});
-    let created = proxy.client.call_tool(call("memory__create_entities", entities)).await?;
+    let created = proxy
+        .client
+        .call_tool(call("memory__create_entities", entities))
+        .await?;
     assert_ne!(created.is_error, Some(true), "{}", json(&created));
     let related = proxy
         .client
@@ -388,22 +751,52 @@ async fn memory_create_entities_then_read_graph() -> R {
         .await?;
     assert_ne!(related.is_error, Some(true), "{}", json(&related));
 
-    let graph = proxy.client.call_tool(call("memory__read_graph", json!({}))).await?;
+    let graph = proxy
+        .client
+        .call_tool(call("memory__read_graph", json!({})))
+        .await?;
     assert_ne!(graph.is_error, Some(true), "{}", json(&graph));
-    let structured = graph.structured_content.clone().unwrap_or_else(|| serde_json::from_str(&text(&graph)).unwrap_or(Value::Null));
-    let names: Vec<&str> = structured["entities"].as_array().map(|a| a.iter().filter_map(|e| e["name"].as_str()).collect()).unwrap_or_default();
+    let structured = graph
+        .structured_content
+        .clone()
+        .unwrap_or_else(|| serde_json::from_str(&text(&graph)).unwrap_or(Value::Null));
+    let names: Vec<&str> = structured["entities"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["name"].as_str()).collect())
+        .unwrap_or_default();
     assert_eq!(names, vec!["planmux", "server-memory"], "{structured:#}");
-    assert_eq!(structured["entities"][0]["observations"], json!(["proxies MCP servers", "written in Rust"]));
-    assert_eq!(structured["relations"][0]["relationType"], json!("proxies"), "{structured:#}");
-    assert!(store.is_file(), "server-memory did not write its store where MEMORY_FILE_PATH (set through planmux's env) said");
+    assert_eq!(
+        structured["entities"][0]["observations"],
+        json!(["proxies MCP servers", "written in Rust"])
+    );
+    assert_eq!(
+        structured["relations"][0]["relationType"],
+        json!("proxies"),
+        "{structured:#}"
+    );
+    assert!(
+        store.is_file(),
+        "server-memory did not write its store where MEMORY_FILE_PATH (set through planmux's env) said"
+    );
 
     // A direct server on the same store reads the same graph.
     let direct = direct_mirror(node(), &[&script], &[("MEMORY_FILE_PATH", &store_str)]).await?;
     let direct_graph = direct.call_tool(call("read_graph", json!({}))).await?;
     assert_eq!(json(&graph), json(&direct_graph));
-    let found = proxy.client.call_tool(call("memory__search_nodes", json!({"query": "Rust"}))).await?;
-    assert!(text(&found).contains("planmux") || found.structured_content.as_ref().is_some_and(|v| v.to_string().contains("planmux")), "{}", json(&found));
-    direct.cancel().await?;
+    let found = proxy
+        .client
+        .call_tool(call("memory__search_nodes", json!({"query": "Rust"})))
+        .await?;
+    assert!(
+        text(&found).contains("planmux")
+            || found
+                .structured_content
+                .as_ref()
+                .is_some_and(|v| v.to_string().contains("planmux")),
+        "{}",
+        json(&found)
+    );
+    drop(direct);
     Ok(())
 }
 
@@ -416,8 +809,18 @@ async fn include_and_exclude_filter_a_real_servers_tools() -> R {
     let _t = Timer::start("include_and_exclude_filter_a_real_servers_tools");
     let include = ["get-*", "echo", "trigger-long-*"];
     let exclude = ["get-env", "*-image", "*-roots-*"];
-    let list = |globs: &[&str]| globs.iter().map(|g| toml_str(g)).collect::<Vec<_>>().join(", ");
-    let filters = format!("include = [{}]\nexclude = [{}]", list(&include), list(&exclude));
+    let list = |globs: &[&str]| {
+        globs
+            .iter()
+            .map(|g| toml_str(g))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let filters = format!(
+        "include = [{}]\nexclude = [{}]",
+        list(&include),
+        list(&exclude)
+    );
     let script = entry(EVERYTHING);
     let proxy = start(&format!(
         "{}{}",
@@ -430,7 +833,10 @@ async fn include_and_exclude_filter_a_real_servers_tools() -> R {
     let expected_of = |all: &[String]| {
         let mut names: Vec<String> = all
             .iter()
-            .filter(|n| include.iter().any(|g| support::glob_match(g, n)) && !exclude.iter().any(|g| support::glob_match(g, n)))
+            .filter(|n| {
+                include.iter().any(|g| support::glob_match(g, n))
+                    && !exclude.iter().any(|g| support::glob_match(g, n))
+            })
             .map(|n| format!("filtered__{n}"))
             .collect();
         names.sort();
@@ -438,24 +844,56 @@ async fn include_and_exclude_filter_a_real_servers_tools() -> R {
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     let (got, expected) = loop {
-        let all: Vec<String> = direct.list_all_tools().await?.iter().map(|t| t.name.to_string()).collect();
+        let all: Vec<String> = direct
+            .list_all_tools()
+            .await?
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
         let expected = expected_of(&all);
-        let mut got: Vec<String> = proxy.client.list_all_tools().await?.iter().map(|t| t.name.to_string()).collect();
+        let mut got: Vec<String> = proxy
+            .client
+            .list_all_tools()
+            .await?
+            .iter()
+            .map(|t| t.name.to_string())
+            .filter(|name| name != PLAN_TOOL)
+            .collect();
         got.sort();
         if got == expected || Instant::now() > deadline {
             break (got, expected);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(expected.len() >= 5, "the filters should keep several tools: {expected:?}");
-    assert!(expected.contains(&"filtered__echo".to_string()) && !expected.iter().any(|n| n.contains("get-env") || n.contains("image")));
+    assert!(
+        expected.len() >= 5,
+        "the filters should keep several tools: {expected:?}"
+    );
+    assert!(
+        expected.contains(&"filtered__echo".to_string())
+            && !expected
+                .iter()
+                .any(|n| n.contains("get-env") || n.contains("image"))
+    );
     assert_eq!(got, expected, "include {include:?} / exclude {exclude:?}");
 
     // A kept tool works; an excluded one is unknown to planmux.
-    let echoed = proxy.client.call_tool(call("filtered__echo", json!({"message": "kept"}))).await?;
+    let echoed = proxy
+        .client
+        .call_tool(call("filtered__echo", json!({"message": "kept"})))
+        .await?;
     assert_eq!(text(&echoed), "Echo: kept");
-    let err = proxy.client.call_tool(call("filtered__get-env", json!({}))).await.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(err.contains("unknown tool"), "an excluded tool was callable: {err}");
-    direct.cancel().await?;
+    let err = proxy
+        .client
+        .call_tool(call("filtered__get-env", json!({})))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("unknown tool"),
+        "an excluded tool was callable: {err}"
+    );
+    drop(direct);
     Ok(())
 }

@@ -5,6 +5,9 @@
 //! The npm packages and the Python venv are installed by `scripts/test`. When they are
 //! missing the tests fail (never skip) and say so.
 
+// Sampling and roots are deprecated by SEP-2577; planmux still offers them downstream.
+#![allow(deprecated)]
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -32,14 +35,21 @@ const HOW_TO_INSTALL: &str = "run `scripts/test` (it runs `npm ci --prefix tests
 
 /// Fails the test, saying how to install what is missing.
 fn missing(what: &str, path: &Path) -> ! {
-    panic!("interop test prerequisite missing: {what} ({} does not exist): {HOW_TO_INSTALL}", path.display())
+    panic!(
+        "interop test prerequisite missing: {what} ({} does not exist): {HOW_TO_INSTALL}",
+        path.display()
+    )
 }
 
 /// `node`, checked to be runnable.
 pub fn node() -> &'static str {
     static CHECKED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     let checked = CHECKED.get_or_init(|| {
-        match std::process::Command::new("node").arg("--version").stdout(Stdio::null()).status() {
+        match std::process::Command::new("node")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+        {
             Ok(status) if status.success() => Ok(()),
             Ok(status) => Err(format!("`node --version` exited with {status}")),
             Err(e) => Err(format!("cannot run `node`: {e}")),
@@ -55,11 +65,17 @@ pub fn node() -> &'static str {
 pub fn entry(package: &str) -> String {
     let dir = common::interop_dir().join("node_modules").join(package);
     let manifest = dir.join("package.json");
-    let Ok(text) = std::fs::read_to_string(&manifest) else { missing(&format!("npm package {package}"), &manifest) };
+    let Ok(text) = std::fs::read_to_string(&manifest) else {
+        missing(&format!("npm package {package}"), &manifest)
+    };
     let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     let bin = match &parsed["bin"] {
         Value::String(s) => s.clone(),
-        Value::Object(map) => map.values().find_map(Value::as_str).unwrap_or("dist/index.js").to_string(),
+        Value::Object(map) => map
+            .values()
+            .find_map(Value::as_str)
+            .unwrap_or("dist/index.js")
+            .to_string(),
         _ => "dist/index.js".to_string(),
     };
     let path = dir.join(bin);
@@ -77,10 +93,19 @@ pub fn python() -> PathBuf {
     }
     let sdk = common::interop_dir().join(".venv/lib");
     let has_sdk = std::fs::read_dir(&sdk)
-        .map(|dirs| dirs.flatten().any(|d| d.path().join("site-packages/mcp/client/client.py").is_file()))
+        .map(|dirs| {
+            dirs.flatten().any(|d| {
+                d.path()
+                    .join("site-packages/mcp/client/client.py")
+                    .is_file()
+            })
+        })
         .unwrap_or(false);
     if !has_sdk {
-        missing("the `mcp` Python package in the venv", &sdk.join("python3.*/site-packages/mcp"));
+        missing(
+            "the `mcp` Python package in the venv",
+            &sdk.join("python3.*/site-packages/mcp"),
+        );
     }
     python
 }
@@ -93,7 +118,11 @@ pub fn toml_str(s: &str) -> String {
 /// A stdio server entry for servers.toml.
 pub fn stdio_server(name: &str, command: &str, args: &[&str], extra: &str) -> String {
     let args: Vec<String> = args.iter().map(|a| toml_str(a)).collect();
-    format!("[servers.{name}]\ncommand = {}\nargs = [{}]\n{extra}\n", toml_str(command), args.join(", "))
+    format!(
+        "[servers.{name}]\ncommand = {}\nargs = [{}]\n{extra}\n",
+        toml_str(command),
+        args.join(", ")
+    )
 }
 
 /// A client standing where planmux stands in front of a downstream: it offers the same
@@ -107,14 +136,24 @@ pub struct MirrorHost {
 }
 
 fn refused(what: &str) -> ErrorData {
-    ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("this test client does not support {what}"), None)
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("this test client does not support {what}"),
+        None,
+    )
 }
 
-#[allow(deprecated)] // sampling and roots are deprecated by SEP-2577, and still used
 impl ClientHandler for MirrorHost {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder().enable_roots().enable_sampling().enable_elicitation().build();
-        ClientConfig::new(capabilities, Implementation::new("planmux-interop-direct", "0"))
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("planmux-interop-direct", "0"),
+        )
     }
 
     async fn create_message(
@@ -125,7 +164,10 @@ impl ClientHandler for MirrorHost {
         Err(refused("sampling"))
     }
 
-    async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
         Err(refused("roots"))
     }
 
@@ -137,22 +179,30 @@ impl ClientHandler for MirrorHost {
         Err(refused("elicitation"))
     }
 
-    async fn on_progress(&self, params: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
         if let Ok(mut seen) = self.progress.lock() {
             seen.push(params);
         }
     }
 }
 
-/// A direct connection to a downstream server, with [`MirrorHost`]'s capabilities.
+/// A direct connection to a downstream server, with [`MirrorHost`]'s capabilities. The
+/// child is killed when the connection is dropped: some servers (server-everything) do not
+/// exit on stdin EOF, and rmcp's graceful close waits 3 s for them.
 pub async fn direct_mirror(
     command: &str,
     args: &[&str],
     envs: &[(&str, &str)],
 ) -> anyhow::Result<RunningService<RoleClient, MirrorHost>> {
     let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args).envs(envs.iter().copied());
-    let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn()?;
+    cmd.args(args).envs(envs.iter().copied()).kill_on_drop(true);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()?;
     Ok(MirrorHost::default().serve(transport).await?)
 }
 
@@ -199,15 +249,25 @@ impl HttpEverything {
             let deadline = Instant::now() + Duration::from_secs(20);
             loop {
                 if let Some(status) = child.try_wait()? {
-                    last_error = format!("server-everything streamableHttp on port {port} exited with {status}");
+                    last_error = format!(
+                        "server-everything streamableHttp on port {port} exited with {status}"
+                    );
                     break;
                 }
-                if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                    return Ok(Self { url: format!("http://127.0.0.1:{port}/mcp"), child });
+                if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok()
+                {
+                    return Ok(Self {
+                        url: format!("http://127.0.0.1:{port}/mcp"),
+                        child,
+                    });
                 }
                 if Instant::now() > deadline {
                     let _ = child.kill().await;
-                    anyhow::bail!("server-everything streamableHttp did not listen on port {port} within 20 s");
+                    anyhow::bail!(
+                        "server-everything streamableHttp did not listen on port {port} within 20 s"
+                    );
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -244,12 +304,19 @@ pub struct Timer {
 
 impl Timer {
     pub fn start(name: &'static str) -> Self {
-        Self { name, started: Instant::now() }
+        Self {
+            name,
+            started: Instant::now(),
+        }
     }
 }
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        eprintln!("interop timing: {} took {:.2} s", self.name, self.started.elapsed().as_secs_f64());
+        eprintln!(
+            "interop timing: {} took {:.2} s",
+            self.name,
+            self.started.elapsed().as_secs_f64()
+        );
     }
 }
