@@ -2,7 +2,8 @@
 //! planmux, interleaved in one run so machine noise hits both alike. Prints medians, p90s
 //! and the ratio planmux/direct. Also the start-up time of the default config.
 //!
-//! `cargo bench --bench passthrough` (`-- --quick` for a short run, as CI does).
+//! `cargo bench --bench passthrough` (`-- --quick` for a short run; `cargo test` runs it
+//! quick, to check it still works).
 #![allow(clippy::print_stdout)]
 
 use std::path::Path;
@@ -91,7 +92,9 @@ async fn compare(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    // `cargo bench` passes --bench; under `cargo test` (CI) this only checks it still runs.
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
     let calls = if quick { 20 } else { 400 };
     let dir = std::env::temp_dir().join(format!("planmux-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;

@@ -3,6 +3,7 @@
 
 mod relay;
 mod server;
+mod tap;
 mod transport;
 
 use std::sync::{Arc, PoisonError, RwLock};

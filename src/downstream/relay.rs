@@ -1,18 +1,17 @@
 //! The client side of each downstream connection: relays what a downstream server sends
-//! (progress, log messages, list changes, and its requests for sampling, elicitation and
-//! roots) to the host that is connected upstream.
+//! (log messages, list changes, and its requests for sampling, elicitation and roots) to
+//! the host that is connected upstream. Progress goes through [`super::tap`].
 
 // Sampling, roots and logging are deprecated by SEP-2577 but hosts and servers still use them.
 #![allow(deprecated)]
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ErrorCode, Implementation, ListRootsRequest, ListRootsResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ServerRequest,
+    LoggingMessageNotificationParam, ProgressToken, ServerRequest,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
@@ -45,54 +44,12 @@ impl HostLink {
     }
 }
 
-/// Where a downstream progress token's notifications go: the host's peer and the token
-/// the host gave (rmcp chooses its own token for each downstream request).
+/// Where a call's progress notifications go: the host's peer and the token the host gave
+/// (rmcp chooses its own token for each downstream request).
 #[derive(Clone)]
 pub struct ProgressSink {
     pub peer: Peer<RoleServer>,
     pub token: ProgressToken,
-}
-
-/// Downstream progress token → host sink, for calls in flight.
-#[derive(Default)]
-pub(crate) struct ProgressRoutes(Mutex<HashMap<ProgressToken, ProgressSink>>);
-
-impl ProgressRoutes {
-    /// Routes `token` to `sink` until the returned guard is dropped.
-    pub(crate) fn route(self: &Arc<Self>, token: ProgressToken, sink: ProgressSink) -> RouteGuard {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(token.clone(), sink);
-        RouteGuard {
-            routes: self.clone(),
-            token,
-        }
-    }
-
-    fn get(&self, token: &ProgressToken) -> Option<ProgressSink> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(token)
-            .cloned()
-    }
-}
-
-/// Removes a progress route when the call it belongs to ends.
-pub(crate) struct RouteGuard {
-    routes: Arc<ProgressRoutes>,
-    token: ProgressToken,
-}
-
-impl Drop for RouteGuard {
-    fn drop(&mut self) {
-        self.routes
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
-    }
 }
 
 /// Something the downstream set must react to.
@@ -106,7 +63,6 @@ pub(crate) enum Event {
 pub(crate) struct Relay {
     pub(crate) server: String,
     pub(crate) host: Arc<HostLink>,
-    pub(crate) routes: Arc<ProgressRoutes>,
     pub(crate) events: mpsc::UnboundedSender<Event>,
 }
 
@@ -216,19 +172,6 @@ impl ClientHandler for Relay {
                 "the host answered elicitation with something else",
                 None,
             )),
-        }
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        // Progress nobody asked for (no host token) is dropped.
-        if let Some(sink) = self.routes.get(&params.progress_token) {
-            let mut params = params;
-            params.progress_token = sink.token;
-            let _ = sink.peer.notify_progress(params).await;
         }
     }
 

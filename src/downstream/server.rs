@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
-use super::relay::{Event, HostLink, ProgressRoutes, ProgressSink, Relay};
+use super::relay::{Event, HostLink, ProgressSink, Relay};
+use super::tap::ProgressRoutes;
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
 
@@ -23,6 +24,8 @@ use crate::config::ServerConfig;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// A server that keeps failing is retried at most this often.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a finished call waits for its progress notifications to reach the host.
+const FLUSH_LIMIT: Duration = Duration::from_secs(1);
 /// How long a failed call waits for the connection's watcher to record why it ended.
 const SETTLE: Duration = Duration::from_secs(1);
 
@@ -54,6 +57,8 @@ pub struct Live {
     stop: CancellationToken,
     /// Resolves when the connection is fully closed (its processes gone).
     closed: tokio::sync::watch::Receiver<bool>,
+    /// Where this connection's progress notifications go, per call.
+    routes: Arc<ProgressRoutes>,
 }
 
 /// One configured downstream server.
@@ -66,7 +71,6 @@ pub struct Server {
     tools: RwLock<Vec<Tool>>,
     /// How long the last successful start took.
     startup: Mutex<Option<Duration>>,
-    routes: Arc<ProgressRoutes>,
     host: Arc<HostLink>,
     events: mpsc::UnboundedSender<Event>,
     tracker: TaskTracker,
@@ -85,7 +89,6 @@ impl Server {
             connecting: tokio::sync::Mutex::new(()),
             tools: RwLock::new(Vec::new()),
             startup: Mutex::new(None),
-            routes: Arc::default(),
             host,
             events,
             tracker,
@@ -203,10 +206,11 @@ impl Server {
         let relay = Relay {
             server: self.config.name.clone(),
             host: self.host.clone(),
-            routes: self.routes.clone(),
             events: self.events.clone(),
         };
-        let connected = transport::connect(&self.config, relay, &self.tracker).await?;
+        let routes = Arc::new(ProgressRoutes::default());
+        let connected =
+            transport::connect(&self.config, relay, routes.clone(), &self.tracker).await?;
         let peer = connected.service.peer().clone();
         let tools = match peer.list_all_tools().await {
             Ok(tools) => tools,
@@ -229,6 +233,7 @@ impl Server {
             ended: ended.clone(),
             stop: stop.clone(),
             closed,
+            routes,
         });
         let (server, watched) = (Arc::downgrade(self), Arc::downgrade(&live));
         self.tracker.spawn(async move {
@@ -308,7 +313,17 @@ impl Server {
                 }
             }
         };
-        let _route = progress.map(|sink| self.routes.route(handle.progress_token.clone(), sink));
+        // Progress goes to the host through a queue of this call's own, in wire order.
+        let forwarding = progress.map(|sink| {
+            let (route, mut queue) = live.routes.route(handle.progress_token.clone());
+            let task = tokio::spawn(async move {
+                while let Some(mut param) = queue.recv().await {
+                    param.progress_token = sink.token.clone();
+                    let _ = sink.peer.notify_progress(param).await;
+                }
+            });
+            (route, task)
+        });
         let id = handle.id.clone();
         let timeout = self.config.call_timeout;
         let notify_cancel = |reason: &str| {
@@ -318,7 +333,7 @@ impl Server {
                 let _ = peer.notify_cancelled(param).await;
             }
         };
-        tokio::select! {
+        let result = tokio::select! {
             response = handle.await_response() => match response {
                 Ok(ServerResult::CallToolResult(result)) => Ok(CallToolResponse::Complete(result)),
                 Ok(ServerResult::InputRequiredResult(result)) => Ok(CallToolResponse::InputRequired(result)),
@@ -338,7 +353,14 @@ impl Server {
                 Err(DownstreamError::Timeout { server: server.clone(), tool, after: timeout })
             }
             () = live.ended.cancelled() => Err(self.exited(&live, ServiceError::TransportClosed).await),
+        };
+        // Every progress notification the server sent before its answer is queued by now:
+        // close the queue and forward them all before the answer goes to the host.
+        if let Some((route, task)) = forwarding {
+            drop(route);
+            let _ = tokio::time::timeout(FLUSH_LIMIT, task).await;
         }
+        result
     }
 
     /// Waits (briefly) until the watcher has noticed that `live` ended.

@@ -11,12 +11,14 @@ use nix::unistd::Pid;
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
 use super::relay::Relay;
+use super::tap::{ProgressRoutes, ProgressTap};
 use crate::config::{ServerConfig, Transport};
 use crate::demo::DemoServer;
 
@@ -103,6 +105,7 @@ impl Drop for ProcessGroupGuard {
 pub(crate) async fn connect(
     config: &ServerConfig,
     relay: Relay,
+    routes: Arc<ProgressRoutes>,
     tracker: &TaskTracker,
 ) -> Result<Connected, String> {
     match &config.transport {
@@ -142,7 +145,7 @@ pub(crate) async fn connect(
                     }
                 });
             }
-            match relay.serve(child).await {
+            match relay.serve(ProgressTap::new(child, routes)).await {
                 Ok(service) => Ok(Connected {
                     service,
                     group,
@@ -169,7 +172,7 @@ pub(crate) async fn connect(
             let transport =
                 rmcp::transport::StreamableHttpClientTransport::from_config(transport_config);
             let service = relay
-                .serve(transport)
+                .serve(ProgressTap::new(transport, routes))
                 .await
                 .map_err(|e| format!("cannot connect to {url}: {e}"))?;
             Ok(Connected {
@@ -186,8 +189,10 @@ pub(crate) async fn connect(
                     let _ = running.waiting().await;
                 }
             });
+            let (read, write) = tokio::io::split(client_io);
+            let transport = AsyncRwTransport::new_client(read, write);
             let service = relay
-                .serve(client_io)
+                .serve(ProgressTap::new(transport, routes))
                 .await
                 .map_err(|e| format!("handshake failed: {e}"))?;
             Ok(Connected {

@@ -1,0 +1,137 @@
+//! Progress notifications taken off a downstream connection in wire order.
+//!
+//! rmcp hands each notification to its handler on a task of its own, so the last progress
+//! notification of a call can lose the race against the call's response, and the route
+//! for it is gone by the time it runs. The tap sits between the transport and rmcp: it
+//! moves each routed progress notification into its call's queue before rmcp even sees the
+//! next message, so when a response arrives, every progress notification sent before it
+//! is already queued, and the call forwards them all before it replies.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::RoleClient;
+use rmcp::model::{JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::sync::mpsc;
+
+/// Progress that arrived before its call registered a route (the request is on the wire
+/// before rmcp tells the caller its token) is kept this long, then dropped oldest first.
+const UNCLAIMED: usize = 64;
+
+/// Downstream progress token → the queue of the call in flight that owns it. One per
+/// connection: rmcp numbers tokens per connection, so a restart starts over.
+#[derive(Default)]
+pub(crate) struct ProgressRoutes(Mutex<Routes>);
+
+#[derive(Default)]
+struct Routes {
+    queues: HashMap<ProgressToken, mpsc::UnboundedSender<ProgressNotificationParam>>,
+    unclaimed: VecDeque<ProgressNotificationParam>,
+}
+
+impl ProgressRoutes {
+    /// Queues `token`'s notifications (those already here first) on the returned receiver
+    /// until the guard is dropped.
+    pub(crate) fn route(
+        self: &Arc<Self>,
+        token: ProgressToken,
+    ) -> (
+        RouteGuard,
+        mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut routes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (early, rest): (Vec<_>, Vec<_>) = routes
+            .unclaimed
+            .drain(..)
+            .partition(|p| p.progress_token == token);
+        routes.unclaimed = rest.into();
+        for param in early {
+            let _ = tx.send(param);
+        }
+        routes.queues.insert(token.clone(), tx);
+        (
+            RouteGuard {
+                routes: self.clone(),
+                token,
+            },
+            rx,
+        )
+    }
+
+    /// Queues a notification for its call, or keeps it a while for a call about to claim it.
+    fn deliver(&self, param: ProgressNotificationParam) {
+        let mut routes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match routes.queues.get(&param.progress_token) {
+            Some(queue) => {
+                let _ = queue.send(param);
+            }
+            None => {
+                if routes.unclaimed.len() == UNCLAIMED {
+                    routes.unclaimed.pop_front();
+                }
+                routes.unclaimed.push_back(param);
+            }
+        }
+    }
+}
+
+/// Ends a route (and so closes its queue once drained) when the call ends.
+pub(crate) struct RouteGuard {
+    routes: Arc<ProgressRoutes>,
+    token: ProgressToken,
+}
+
+impl Drop for RouteGuard {
+    fn drop(&mut self) {
+        let mut routes = self.routes.0.lock().unwrap_or_else(PoisonError::into_inner);
+        routes.queues.remove(&self.token);
+    }
+}
+
+/// A transport that takes progress notifications off the wire in order.
+pub(crate) struct ProgressTap<T> {
+    inner: T,
+    routes: Arc<ProgressRoutes>,
+}
+
+impl<T> ProgressTap<T> {
+    pub(crate) fn new(inner: T, routes: Arc<ProgressRoutes>) -> Self {
+        Self { inner, routes }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        async move {
+            loop {
+                let message = self.inner.receive().await?;
+                if let JsonRpcMessage::Notification(n) = &message
+                    && let ServerNotification::ProgressNotification(progress) = &n.notification
+                {
+                    // Nothing is awaited between reading and queueing, so dropping this
+                    // future (rmcp selects over it) cannot lose a notification.
+                    self.routes.deliver(progress.params.clone());
+                    continue;
+                }
+                return Some(message);
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
