@@ -114,20 +114,18 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            loop {
-                let message = self.inner.receive().await?;
-                if let JsonRpcMessage::Notification(n) = &message
-                    && let ServerNotification::ProgressNotification(progress) = &n.notification
-                {
-                    // Nothing is awaited between reading and queueing, so dropping this
-                    // future (rmcp selects over it) cannot lose a notification.
-                    self.routes.deliver(progress.params.clone());
-                    continue;
-                }
-                return Some(message);
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.inner.receive().await?;
+            if let JsonRpcMessage::Notification(n) = &message
+                && let ServerNotification::ProgressNotification(progress) = &n.notification
+            {
+                // Nothing is awaited between reading and queueing, so dropping this
+                // future (rmcp selects over it) cannot lose a notification.
+                self.routes.deliver(progress.params.clone());
+                continue;
             }
+            return Some(message);
         }
     }
 
