@@ -897,3 +897,82 @@ async fn include_and_exclude_filter_a_real_servers_tools() -> R {
     drop(direct);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Plans across a real server
+// ---------------------------------------------------------------------------------------
+
+/// The executor's plan shapes against server-everything, whose long-running operation
+/// really sleeps: a fan-out whose branches overlap, a dependent step fed by references,
+/// and a race whose loser is cancelled downstream.
+#[tokio::test]
+async fn plans_run_across_server_everything() -> R {
+    let _t = Timer::start("plans_run_across_server_everything");
+    let proxy = start(&everything_config("")).await?;
+    let sleep = |s: f64| json!({"tool": "everything__trigger-long-running-operation", "args": {"duration": s, "steps": 2}});
+    let mut a = sleep(0.6);
+    a["id"] = json!("a");
+    let mut b = sleep(0.6);
+    b["id"] = json!("b");
+    let mut c = sleep(0.6);
+    c["id"] = json!("c");
+    let plan = json!({"steps": [a, b, c,
+        {"id": "join", "tool": "everything__echo", "args": {"message": "a said: ${a}; c said: ${c}"}, "depends_on": ["b"]}
+    ], "outputs": ["join"]});
+    let result = proxy.client.call_tool(call(PLAN_TOOL, plan)).await?;
+    let s = result.structured_content.clone().unwrap_or_default();
+    assert_eq!(s["status"], "succeeded", "{s:#}");
+    let echoed = s["outputs"]["join"].as_str().unwrap_or_default();
+    assert!(
+        echoed.contains("a said: Long running operation completed"),
+        "{echoed}"
+    );
+
+    // The three sleeps overlapped: each started before any of the others finished.
+    let run_id = s["run_id"].as_str().unwrap_or_default();
+    let record = proxy
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "planmux://runs/{run_id}"
+        )))
+        .await?;
+    let Some(rmcp::model::ResourceContents::TextResourceContents { text: record, .. }) =
+        record.contents.first()
+    else {
+        anyhow::bail!("no record");
+    };
+    let record: Value = serde_json::from_str(record)?;
+    let span = |i: usize| {
+        let step = &record["steps"][i];
+        let start = step["started_ms"].as_f64().unwrap_or_default();
+        (
+            start,
+            start + step["duration_ms"].as_f64().unwrap_or_default(),
+        )
+    };
+    let spans = [span(0), span(1), span(2)];
+    let first_end = spans.iter().map(|s| s.1).fold(f64::MAX, f64::min);
+    assert!(
+        spans.iter().all(|s| s.0 < first_end),
+        "fan-out did not overlap: {spans:?}"
+    );
+    assert!(span(3).0 >= span(1).1, "join waited for b");
+
+    // A race: the quick echo wins, the long operation is cancelled.
+    let race = json!({"strategy": "competitive", "steps": [
+        {"id": "slow", "tool": "everything__trigger-long-running-operation", "args": {"duration": 20, "steps": 2}},
+        {"id": "quick", "tool": "everything__echo", "args": {"message": "first"}}
+    ]});
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        proxy.client.call_tool(call(PLAN_TOOL, race)),
+    )
+    .await??;
+    let s = result.structured_content.unwrap_or_default();
+    assert_eq!(
+        (s["winner"].clone(), s["steps"]["slow"]["status"].clone()),
+        (json!("quick"), json!("cancelled")),
+        "{s:#}"
+    );
+    Ok(())
+}
