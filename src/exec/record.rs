@@ -138,8 +138,10 @@ impl RunRecord {
     pub fn result(&self, max_chars: usize) -> Value {
         let mut outputs = Map::new();
         let mut truncated = Map::new();
+        let by_id: std::collections::HashMap<&str, &StepRecord> =
+            self.steps.iter().map(|s| (s.id.as_str(), s)).collect();
         for id in &self.outputs {
-            if let Some(step) = self.step(id)
+            if let Some(step) = by_id.get(id.as_str())
                 && step.status == StepStatus::Succeeded
                 && let Some(value) = &step.output
             {

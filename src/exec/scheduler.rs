@@ -6,8 +6,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde_json::Value;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -31,19 +32,19 @@ pub async fn run<I: Invoker>(
         .map_or(settings.plan_timeout, Duration::from_millis);
     let deadline = tokio::time::sleep(limit);
     tokio::pin!(deadline);
-    let mut tasks: JoinSet<Attempted> = JoinSet::new();
+    // Steps are polled here, in the scheduler's own task, rather than spawned: a step
+    // spends its life waiting on its server, and handing each one to another thread cost
+    // more than the scheduling itself (see BENCHMARKS.md, scheduler scaling).
+    let mut steps = FuturesUnordered::new();
     loop {
         while let Some(i) = run.next_ready(settings) {
-            run.launch(i, &invoker, settings, observer, &mut tasks);
+            steps.push(run.launch(i, &invoker, settings, observer));
         }
-        if tasks.is_empty() {
+        if steps.is_empty() {
             break;
         }
         tokio::select! {
-            Some(joined) = tasks.join_next() => match joined {
-                Ok(done) => run.finish(done, observer),
-                Err(e) => tracing::error!(error = %e, "a step task panicked"),
-            },
+            Some(done) = steps.next() => run.finish(done, observer),
             () = &mut deadline, if run.stopped.is_none() => {
                 let reason = format!("the plan timed out after {} ms", limit.as_millis());
                 run.halt(&reason, false, StepStatus::TimedOut, observer);
@@ -159,8 +160,7 @@ impl<'p> Run<'p> {
         invoker: &Arc<I>,
         settings: &Settings,
         observer: &dyn Observer,
-        tasks: &mut JoinSet<Attempted>,
-    ) {
+    ) -> impl Future<Output = Attempted> + Send + 'static {
         let step = self.step(i);
         let (args, warnings) = self
             .plan
@@ -187,7 +187,7 @@ impl<'p> Run<'p> {
             .timeout_ms
             .map(Duration::from_millis)
             .or(settings.step_timeout);
-        tasks.spawn(attempt(
+        attempt(
             invoker.clone(),
             step.clone(),
             i,
@@ -195,7 +195,7 @@ impl<'p> Run<'p> {
             timeout,
             settings.retry_backoff,
             token,
-        ));
+        )
     }
 
     /// Records a finished step and applies the strategy and error policy.
@@ -400,12 +400,11 @@ impl<'p> Run<'p> {
             (Some(winner), Strategy::Competitive, false) => vec![winner.clone()],
             _ => plan.outputs().iter().map(ToString::to_string).collect(),
         };
-        let is_benign = |id: &str| {
-            records
-                .iter()
-                .position(|r| r.id == id)
-                .is_some_and(|i| self.benign[i])
-        };
+        let position: HashMap<&str, usize> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.as_str(), i))
+            .collect();
         // Once a race is won, the other runners' failures do not matter.
         let race_won = plan.strategy() == Strategy::Competitive && winner.is_some();
         let problem = !race_won
@@ -413,14 +412,14 @@ impl<'p> Run<'p> {
                 .iter()
                 .enumerate()
                 .any(|(i, r)| r.status != StepStatus::Succeeded && !self.benign[i]);
-        let asked: Vec<&String> = outputs.iter().filter(|id| !is_benign(id)).collect();
+        let asked: Vec<usize> = outputs
+            .iter()
+            .filter_map(|id| position.get(id.as_str()).copied())
+            .filter(|&i| !self.benign[i])
+            .collect();
         let succeeded = asked
             .iter()
-            .filter(|id| {
-                records
-                    .iter()
-                    .any(|r| &&r.id == *id && r.status == StepStatus::Succeeded)
-            })
+            .filter(|&&i| records[i].status == StepStatus::Succeeded)
             .count();
         let status = if asked.is_empty() {
             if problem {

@@ -77,7 +77,13 @@ pub fn validate(
         return Err(v.issues);
     }
     let warnings = v.warnings;
+    let index = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.clone(), i))
+        .collect();
     Ok(ValidatedPlan {
+        index,
         goal: plan.goal,
         strategy: plan.strategy,
         on_error: plan.on_error,

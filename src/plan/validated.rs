@@ -119,6 +119,8 @@ pub struct ValidatedPlan {
     pub(super) inputs: Value,
     pub(super) timeout_ms: Option<u64>,
     pub(super) warnings: Vec<PlanIssue>,
+    /// Step id → position in `steps`, so lookups stay O(1) in plans of thousands of steps.
+    pub(super) index: HashMap<StepId, usize>,
 }
 
 impl ValidatedPlan {
@@ -144,7 +146,12 @@ impl ValidatedPlan {
 
     /// A step by id.
     pub fn step(&self, id: &StepId) -> Option<&PlannedStep> {
-        self.steps.iter().find(|s| &s.id == id)
+        self.index.get(id).map(|&i| &self.steps[i])
+    }
+
+    /// A step's position in the plan.
+    pub fn position(&self, id: &StepId) -> Option<usize> {
+        self.index.get(id).copied()
     }
 
     /// The steps whose values go back to the model: those listed in `outputs`, or all.
