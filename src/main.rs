@@ -87,7 +87,10 @@ fn main() -> Result<()> {
     } else {
         planmux::telemetry::COMMAND_FILTER
     });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One thread: planmux waits on pipes almost all the time, and a call that hops between
+    // worker threads pays for the hand-offs. Measured: the proxy's added latency per call
+    // fell from ~185 µs to ~125 µs (BENCHMARKS.md, passthrough).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let code = runtime.block_on(run(cli))?;

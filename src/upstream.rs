@@ -11,9 +11,10 @@ use rmcp::model::{
     JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations,
+    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -179,6 +180,21 @@ impl ServerHandler for Upstream {
                  To run several calls that feed each other, send one execute_plan instead of one \
                  call per turn.",
             )
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // rmcp intersects this with what the host asked for and what get_info declares.
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let key = self.host.add_listener(context.sink().clone());
+        context.cancelled().await;
+        self.host.remove_listener(key);
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -454,32 +454,79 @@ fn discover_probe_and_stateless_calls_work() -> R {
             .take()
             .ok_or_else(|| anyhow::anyhow!("stdout"))?,
     );
-    let mut exchange = |line: &str| -> anyhow::Result<Value> {
+    let exchange = |stdin: &mut std::process::ChildStdin,
+                    stdout: &mut BufReader<std::process::ChildStdout>,
+                    line: &str|
+     -> anyhow::Result<Value> {
         writeln!(stdin, "{line}")?;
         let mut reply = String::new();
         stdout.read_line(&mut reply)?;
         Ok(serde_json::from_str(&reply)?)
     };
     let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"}}"#;
-    let discovered = exchange(&format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#
-    ))?;
+    let discovered = exchange(
+        &mut stdin,
+        &mut stdout,
+        &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#),
+    )?;
     let versions = discovered["result"]["supportedVersions"].to_string();
     assert!(versions.contains("2026-07-28"), "{discovered}");
-    let listed = exchange(&format!(
-        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{{meta}}}}}"#
-    ))?;
+    let listed = exchange(
+        &mut stdin,
+        &mut stdout,
+        &format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{{meta}}}}}"#),
+    )?;
     assert!(
         listed["result"]["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "chaos__echo")),
         "{listed}"
     );
-    let called = exchange(&format!(
-        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"chaos__echo","arguments":{{"a":1}},{meta}}}}}"#
-    ))?;
+    let called = exchange(
+        &mut stdin,
+        &mut stdout,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"chaos__echo","arguments":{{"a":1}},{meta}}}}}"#
+        ),
+    )?;
     assert_eq!(called["result"]["resultType"], "complete", "{called}");
     assert_eq!(called["result"]["structuredContent"], json!({"a": 1}));
+
+    // List changes reach a 2026-07-28 host on its subscriptions/listen stream.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{meta}}}}}"#
+    )?;
+    let mut line = String::new();
+    stdout.read_line(&mut line)?;
+    let acknowledged: Value = serde_json::from_str(&line)?;
+    assert_eq!(
+        acknowledged["method"], "notifications/subscriptions/acknowledged",
+        "{acknowledged}"
+    );
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"chaos__toggle_extra","arguments":{{}},{meta}}}}}"#
+    )?;
+    let mut seen = Vec::new();
+    while !(seen
+        .iter()
+        .any(|m: &Value| m["method"] == "notifications/tools/list_changed")
+        && seen.iter().any(|m: &Value| m["id"] == 5))
+    {
+        let mut line = String::new();
+        if stdout.read_line(&mut line)? == 0 {
+            break;
+        }
+        seen.push(serde_json::from_str(&line)?);
+    }
+    let changed = seen
+        .iter()
+        .find(|m| m["method"] == "notifications/tools/list_changed");
+    assert!(
+        changed.is_some_and(|m| m["params"]["_meta"].to_string().contains('4')),
+        "{seen:?}"
+    );
     drop(stdin);
     child.wait()?;
     Ok(())

@@ -231,9 +231,7 @@ impl Downstreams {
         }
         if self.rebuild_catalog() {
             tracing::info!(server = %server_name, "tool list changed");
-            if let Some(peer) = self.host.get() {
-                let _ = peer.notify_tool_list_changed().await;
-            }
+            self.host.notify_tools_changed().await;
         }
     }
 

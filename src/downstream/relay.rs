@@ -5,7 +5,8 @@
 // Sampling, roots and logging are deprecated by SEP-2577 but hosts and servers still use them.
 #![allow(deprecated)]
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
@@ -13,7 +14,7 @@ use rmcp::model::{
     ElicitResult, ErrorCode, Implementation, ListRootsRequest, ListRootsResult,
     LoggingMessageNotificationParam, ProgressToken, ServerRequest,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionSink};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
 use tokio::sync::mpsc;
 
@@ -21,6 +22,9 @@ use tokio::sync::mpsc;
 #[derive(Default)]
 pub struct HostLink {
     peer: RwLock<Option<Peer<RoleServer>>>,
+    /// `subscriptions/listen` streams of hosts on protocol 2026-07-28, by request.
+    listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
+    next_listener: AtomicU64,
 }
 
 impl HostLink {
@@ -35,6 +39,42 @@ impl HostLink {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Keeps a listen stream until [`Self::remove_listener`] with the returned key.
+    pub fn add_listener(&self, sink: SubscriptionSink) -> u64 {
+        let key = self.next_listener.fetch_add(1, Ordering::Relaxed);
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((key, sink));
+        key
+    }
+
+    /// Forgets a listen stream.
+    pub fn remove_listener(&self, key: u64) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(k, _)| *k != key);
+    }
+
+    /// Tells the host its tool list changed: on the session of an `initialize`d host, and
+    /// on every listen stream of a 2026-07-28 host.
+    pub async fn notify_tools_changed(&self) {
+        if let Some(peer) = self.get().filter(|p| p.peer_info().is_some()) {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+        let sinks: Vec<SubscriptionSink> = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(_, sink)| sink.clone())
+            .collect();
+        for sink in sinks {
+            let _ = sink.notify_tool_list_changed().await;
+        }
     }
 
     fn capabilities(&self) -> Option<(Peer<RoleServer>, ClientCapabilities)> {
