@@ -105,3 +105,43 @@ fn validate_prints_the_schedule_and_rejects_bad_plans() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn run_writes_the_record_and_draws_the_timeline() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir()?;
+    let record = dir.path().join("record.json");
+    let plan = std::fs::read_to_string(root.join("examples/plans/cpu-check.json"))?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_planmux"))
+        .args(["run", "-", "--timeline", "--record"])
+        .arg(&record)
+        .arg("--config")
+        .arg(root.join("servers.toml"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("stdin"))?
+        .write_all(plan.as_bytes())?;
+    let out = child.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("succeeded  cpu") && stderr.contains("timeline ("),
+        "{stderr}"
+    );
+    let full: Value = serde_json::from_str(&std::fs::read_to_string(&record)?)?;
+    assert_eq!(
+        full["steps"][1]["args"],
+        serde_json::json!({"name": "cpu_usage"})
+    );
+    assert_eq!(
+        full["steps"][0]["output"]["metrics"][0]["name"],
+        "cpu_usage"
+    );
+    Ok(())
+}

@@ -113,6 +113,9 @@ pub struct RunRecord {
     /// Set when the plan as a whole stopped early (timeout, cancellation).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// What validation let through but the model should know (e.g. retries refused).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub duration_ms: f64,
     /// In plan order.
     pub steps: Vec<StepRecord>,
@@ -201,6 +204,9 @@ impl RunRecord {
             if let Some(stopped) = &self.stopped {
                 map.insert("stopped".into(), json!(stopped));
             }
+            if !self.warnings.is_empty() {
+                map.insert("warnings".into(), json!(self.warnings));
+            }
         }
         result
     }
@@ -228,6 +234,9 @@ impl RunRecord {
                 };
                 out.push_str(&format!("\n{id}: {text}"));
             }
+        }
+        for warning in &self.warnings {
+            out.push_str(&format!("\nwarning: {warning}"));
         }
         for step in &self.steps {
             match step.status {

@@ -443,6 +443,11 @@ impl<'p> Run<'p> {
             outputs,
             winner,
             stopped: self.stopped,
+            warnings: plan
+                .warnings()
+                .iter()
+                .map(|w| format!("{}: {}", w.location, w.message()))
+                .collect(),
             duration_ms: millis(self.started.elapsed()),
             steps: records,
         }

@@ -128,7 +128,8 @@ pub fn result_schema() -> Value {
             "run_id": {"type": "string", "description": "The full record is the resource planmux://runs/{run_id}."},
             "winner": {"type": "string"},
             "truncated": {"type": "object"},
-            "stopped": {"type": "string"}
+            "stopped": {"type": "string"},
+            "warnings": {"type": "array", "items": {"type": "string"}}
         },
         "required": ["status", "outputs", "steps", "stats", "run_id"]
     })
