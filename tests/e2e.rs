@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -157,23 +156,7 @@ async fn host_cancellation_reaches_the_downstream() -> R {
     tokio::time::sleep(Duration::from_millis(300)).await;
     handle.cancel(Some("test".into())).await?;
     // The downstream counted the cancellation (its sleep stopped early).
-    let mut counted = false;
-    for _ in 0..50 {
-        let stats = proxy
-            .client
-            .call_tool(call("chaos__count", json!({})))
-            .await?;
-        if stats
-            .structured_content
-            .as_ref()
-            .and_then(|v| v["cancelled"].as_u64())
-            == Some(1)
-        {
-            counted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let counted = common::wait_for_cancelled(&proxy, "chaos__count", 1).await?;
     assert!(counted, "downstream never saw the cancellation");
     Ok(())
 }
@@ -384,51 +367,22 @@ async fn no_descendant_is_left_after_sigterm() -> R {
 /// Raw JSON-RPC lines, to send what no well-behaved client would.
 #[test]
 fn garbage_on_stdin_does_not_stop_serving() -> R {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("servers.toml");
-    std::fs::write(&path, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
-    let mut child = Command::new(common::bin())
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
-    let mut stdout = BufReader::new(
-        child
-            .stdout
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("stdout"))?,
-    );
-    let mut send = |line: &str| -> std::io::Result<()> { writeln!(stdin, "{line}") };
-    let mut read = || -> anyhow::Result<Value> {
-        let mut line = String::new();
-        stdout.read_line(&mut line)?;
-        Ok(serde_json::from_str(&line)?)
-    };
-    send(
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
-    )?;
-    assert_eq!(read()?["id"], 1);
-    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
-    send("this is not json")?;
-    send(
-        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chaos__echo","arguments":{"ok":true}}}"#,
-    )?;
-    let reply = read()?;
+    let mut raw = common::RawProxy::start("[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    let init = raw.exchange(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)?;
+    assert_eq!(init["id"], 1);
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    raw.send("this is not json")?;
+    let reply = raw.exchange(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chaos__echo","arguments":{"ok":true}}}"#)?;
     assert_eq!(reply["id"], 2, "{reply}");
     assert_eq!(reply["result"]["structuredContent"], json!({"ok": true}));
-    send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#)?;
-    let reply = read()?;
+    let reply = raw.exchange(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#)?;
     assert_eq!(reply["id"], 3);
     assert!(
         reply["result"]["tools"]
             .as_array()
             .is_some_and(|t| !t.is_empty())
     );
-    drop(stdin);
-    let status = child.wait()?;
+    let status = raw.finish()?;
     assert!(status.success(), "{status}");
     Ok(())
 }
@@ -437,88 +391,44 @@ fn garbage_on_stdin_does_not_stop_serving() -> R {
 /// as the official Python SDK 2.3 does by default. Results must carry `resultType`.
 #[test]
 fn discover_probe_and_stateless_calls_work() -> R {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("servers.toml");
-    std::fs::write(&path, common::demo_server("chaos", "chaos", ""))?;
-    let mut child = Command::new(common::bin())
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
-    let mut stdout = BufReader::new(
-        child
-            .stdout
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("stdout"))?,
-    );
-    let exchange = |stdin: &mut std::process::ChildStdin,
-                    stdout: &mut BufReader<std::process::ChildStdout>,
-                    line: &str|
-     -> anyhow::Result<Value> {
-        writeln!(stdin, "{line}")?;
-        let mut reply = String::new();
-        stdout.read_line(&mut reply)?;
-        Ok(serde_json::from_str(&reply)?)
-    };
+    let mut raw = common::RawProxy::start(&common::demo_server("chaos", "chaos", ""))?;
     let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"}}"#;
-    let discovered = exchange(
-        &mut stdin,
-        &mut stdout,
-        &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#),
-    )?;
+    let discovered = raw.exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#
+    ))?;
     let versions = discovered["result"]["supportedVersions"].to_string();
     assert!(versions.contains("2026-07-28"), "{discovered}");
-    let listed = exchange(
-        &mut stdin,
-        &mut stdout,
-        &format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{{meta}}}}}"#),
-    )?;
+    let listed = raw.exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{{meta}}}}}"#
+    ))?;
     assert!(
         listed["result"]["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "chaos__echo")),
         "{listed}"
     );
-    let called = exchange(
-        &mut stdin,
-        &mut stdout,
-        &format!(
-            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"chaos__echo","arguments":{{"a":1}},{meta}}}}}"#
-        ),
-    )?;
+    let called = raw.exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"chaos__echo","arguments":{{"a":1}},{meta}}}}}"#
+    ))?;
     assert_eq!(called["result"]["resultType"], "complete", "{called}");
     assert_eq!(called["result"]["structuredContent"], json!({"a": 1}));
 
     // List changes reach a 2026-07-28 host on its subscriptions/listen stream.
-    writeln!(
-        stdin,
+    let acknowledged = raw.exchange(&format!(
         r#"{{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{meta}}}}}"#
-    )?;
-    let mut line = String::new();
-    stdout.read_line(&mut line)?;
-    let acknowledged: Value = serde_json::from_str(&line)?;
+    ))?;
     assert_eq!(
         acknowledged["method"], "notifications/subscriptions/acknowledged",
         "{acknowledged}"
     );
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"chaos__toggle_extra","arguments":{{}},{meta}}}}}"#
-    )?;
-    let mut seen = Vec::new();
+    raw.send(&format!(r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"chaos__toggle_extra","arguments":{{}},{meta}}}}}"#))?;
+    let mut seen: Vec<Value> = Vec::new();
     while !(seen
         .iter()
-        .any(|m: &Value| m["method"] == "notifications/tools/list_changed")
-        && seen.iter().any(|m: &Value| m["id"] == 5))
+        .any(|m| m["method"] == "notifications/tools/list_changed")
+        && seen.iter().any(|m| m["id"] == 5))
     {
-        let mut line = String::new();
-        if stdout.read_line(&mut line)? == 0 {
-            break;
-        }
-        seen.push(serde_json::from_str(&line)?);
+        seen.push(raw.read()?);
     }
     let changed = seen
         .iter()
@@ -527,8 +437,7 @@ fn discover_probe_and_stateless_calls_work() -> R {
         changed.is_some_and(|m| m["params"]["_meta"].to_string().contains('4')),
         "{seen:?}"
     );
-    drop(stdin);
-    child.wait()?;
+    raw.finish()?;
     Ok(())
 }
 

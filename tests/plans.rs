@@ -158,21 +158,7 @@ async fn cancelling_a_plan_cancels_its_steps_downstream() -> R {
         .await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     handle.cancel(Some("changed my mind".into())).await?;
-    let mut cancelled = false;
-    for _ in 0..50 {
-        let count = proxy
-            .client
-            .call_tool(call("chaos__count", json!({})))
-            .await?;
-        if count
-            .structured_content
-            .is_some_and(|c| c["cancelled"] == 1)
-        {
-            cancelled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let cancelled = common::wait_for_cancelled(&proxy, "chaos__count", 1).await?;
     assert!(cancelled, "the downstream sleep was not cancelled");
     Ok(())
 }

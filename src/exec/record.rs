@@ -121,6 +121,26 @@ pub struct RunRecord {
     pub steps: Vec<StepRecord>,
 }
 
+impl StepRecord {
+    /// A record for `step` that has not run: skipped, no reason yet, no values.
+    pub(crate) fn unstarted(step: &crate::plan::PlannedStep) -> Self {
+        Self {
+            id: step.id.to_string(),
+            tool: step.exported.clone(),
+            server: step.server.clone(),
+            status: StepStatus::Skipped,
+            error: None,
+            reason: None,
+            args: None,
+            output: None,
+            warnings: Vec::new(),
+            attempts: 0,
+            started_ms: None,
+            duration_ms: None,
+        }
+    }
+}
+
 pub(crate) fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }

@@ -169,18 +169,10 @@ impl<'p> Run<'p> {
         *self.per_server.entry(step.server.clone()).or_default() += 1;
         self.running.insert(i, (token.clone(), None));
         self.records[i] = Some(StepRecord {
-            id: step.id.to_string(),
-            tool: step.exported.clone(),
-            server: step.server.clone(),
-            status: StepStatus::Skipped,
-            error: None,
-            reason: None,
             args: Some(args.clone()),
-            output: None,
             warnings,
-            attempts: 0,
             started_ms: Some(millis(self.started.elapsed())),
-            duration_ms: None,
+            ..StepRecord::unstarted(step)
         });
         observer.step_started(step);
         let timeout = step
@@ -321,18 +313,8 @@ impl<'p> Run<'p> {
     fn skip(&mut self, i: usize, reason: String, observer: &dyn Observer) {
         let step = self.step(i);
         self.records[i] = Some(StepRecord {
-            id: step.id.to_string(),
-            tool: step.exported.clone(),
-            server: step.server.clone(),
-            status: StepStatus::Skipped,
-            error: None,
             reason: Some(reason),
-            args: None,
-            output: None,
-            warnings: Vec::new(),
-            attempts: 0,
-            started_ms: None,
-            duration_ms: None,
+            ..StepRecord::unstarted(step)
         });
         self.ended(i, observer);
     }
@@ -376,22 +358,9 @@ impl<'p> Run<'p> {
             .into_iter()
             .enumerate()
             .map(|(i, record)| {
-                record.unwrap_or_else(|| {
-                    let step = &plan.steps()[i];
-                    StepRecord {
-                        id: step.id.to_string(),
-                        tool: step.exported.clone(),
-                        server: step.server.clone(),
-                        status: StepStatus::Skipped,
-                        error: None,
-                        reason: Some("never became ready".into()),
-                        args: None,
-                        output: None,
-                        warnings: Vec::new(),
-                        attempts: 0,
-                        started_ms: None,
-                        duration_ms: None,
-                    }
+                record.unwrap_or_else(|| StepRecord {
+                    reason: Some("never became ready".into()),
+                    ..StepRecord::unstarted(&plan.steps()[i])
                 })
             })
             .collect();

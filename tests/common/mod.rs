@@ -251,3 +251,95 @@ pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> boo
 pub fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
 }
+
+/// Calls `tool` on `proxy` (a chaos server's `count`) until its `cancelled` count reaches
+/// `n`, for up to 2.5 s: a downstream's cancellation is asynchronous.
+pub async fn wait_for_cancelled(proxy: &Proxy, tool: &str, n: u64) -> anyhow::Result<bool> {
+    for _ in 0..50 {
+        let count = proxy
+            .client
+            .call_tool(call(tool, Value::Object(JsonObject::new())))
+            .await?;
+        if count
+            .structured_content
+            .is_some_and(|c| c["cancelled"] == n)
+        {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(false)
+}
+
+/// `planmux serve` on `config` with raw pipes, to send what no well-behaved client would.
+pub struct RawProxy {
+    pub child: std::process::Child,
+    pub stdin: std::process::ChildStdin,
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+    _dir: tempfile::TempDir,
+}
+
+impl RawProxy {
+    pub fn start(config: &str) -> anyhow::Result<Self> {
+        use std::process::{Command, Stdio};
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("servers.toml");
+        std::fs::write(&path, config)?;
+        let mut child = Command::new(bin())
+            .args(["serve", "--config"])
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdin"))?;
+        let stdout = std::io::BufReader::new(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| anyhow::anyhow!("no stdout"))?,
+        );
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+            _dir: dir,
+        })
+    }
+
+    /// Writes one line.
+    pub fn send(&mut self, line: &str) -> anyhow::Result<()> {
+        use std::io::Write;
+        writeln!(self.stdin, "{line}")?;
+        Ok(())
+    }
+
+    /// Reads one JSON-RPC message.
+    pub fn read(&mut self) -> anyhow::Result<Value> {
+        use std::io::BufRead;
+        let mut line = String::new();
+        anyhow::ensure!(
+            self.stdout.read_line(&mut line)? > 0,
+            "planmux closed stdout"
+        );
+        Ok(serde_json::from_str(&line)?)
+    }
+
+    /// Sends a request line and reads the next message.
+    pub fn exchange(&mut self, line: &str) -> anyhow::Result<Value> {
+        self.send(line)?;
+        self.read()
+    }
+
+    /// Closes stdin and waits for planmux to exit.
+    pub fn finish(self) -> anyhow::Result<std::process::ExitStatus> {
+        let Self {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        Ok(child.wait()?)
+    }
+}
