@@ -311,11 +311,13 @@ fn draw_scaling(rows: &[Value]) -> anyhow::Result<()> {
     let path = dir.join("scaling.svg");
     let root = SVGBackend::new(&path, (720, 440)).into_drawing_area();
     root.fill(&WHITE)?;
-    let max_us = rows
+    // Leave room above the target line, so it shows even when every point is below it.
+    let max_us = (rows
         .iter()
         .filter_map(|r| r["total_us_per_step"].as_f64())
         .fold(1.0, f64::max)
-        * 1.3;
+        * 1.3)
+        .max(25.0);
     let mut chart = ChartBuilder::on(&root)
         .caption(
             "planmux scheduler: µs per step (validation + run)",
