@@ -29,7 +29,7 @@ use serde_json::Value;
 pub enum DemoKind {
     /// list_metrics, query_metric, check_threshold: the CPU scenario of seed 001.
     Metrics,
-    /// get_weather, get-forecast, compare_data.
+    /// get_weather, get-forecast, get_history, compare_data.
     Weather,
     /// write_file, read_file, list_files inside a sandbox folder.
     Files,
