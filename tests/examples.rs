@@ -14,6 +14,7 @@ const EXPECTED: &[(&str, &str, i32)] = &[
     ("diamond.json", "succeeded", 0),
     ("fail-forward.json", "partial", 2),
     ("fan-out.json", "succeeded", 0),
+    ("hot-hours.json", "succeeded", 0),
     ("race.json", "succeeded", 0),
     ("state-slots.json", "succeeded", 0),
     ("weather-compare.json", "succeeded", 0),
@@ -48,6 +49,28 @@ fn every_example_plan_runs_as_documented() -> anyhow::Result<()> {
         assert_eq!(result["status"], *status, "{file}: {result:#}");
         assert_eq!(out.status.code(), Some(*code), "{file}");
     }
+    // The hot-hours example returned its two selections, not the week of readings.
+    let out = Command::new(env!("CARGO_BIN_EXE_planmux"))
+        .args(["run", "--quiet", "--config"])
+        .arg(&config)
+        .arg(root.join("examples/plans/hot-hours.json"))
+        .output()?;
+    let result: Value = serde_json::from_slice(&out.stdout)?;
+    let names: Vec<&String> = result["outputs"]
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["hot_hours", "hours_read"]);
+    assert!(
+        result["outputs"]["hot_hours"]
+            .as_array()
+            .is_some_and(|h| h.iter().all(Value::is_string))
+    );
+    assert!(
+        out.stdout.len() < 4000,
+        "the readings stayed out: {} bytes",
+        out.stdout.len()
+    );
     // The state-slots example took the error path and wrote its file into the sandbox.
     assert!(sandbox.path().join("sandbox/state/lisbon.json").is_file());
     Ok(())

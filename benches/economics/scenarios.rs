@@ -40,20 +40,28 @@ impl Scenario {
     }
 }
 
-/// `step` or `step/json/pointer` in a run's outputs. Only steps the plan returns count:
-/// the plan arm's model writes its answer from nothing else.
+/// `name` or `name/json/pointer` in what a run returns: a named selection of the plan's
+/// `outputs`, or a step it returns. Nothing else counts: the plan arm's model writes its
+/// answer from what came back.
 fn lookup<'r>(record: &'r RunRecord, place: &str) -> anyhow::Result<&'r Value> {
-    let (step, pointer) = match place.split_once('/') {
-        Some((step, path)) => (step, format!("/{path}")),
+    let (name, pointer) = match place.split_once('/') {
+        Some((name, path)) => (name, format!("/{path}")),
         None => (place, String::new()),
     };
-    ensure!(
-        record.outputs.iter().any(|o| o == step),
-        "the answer reads step '{step}', which the plan does not return"
-    );
-    record
-        .step(step)
-        .and_then(|s| s.output.as_ref())
+    let value = if record.selections.is_empty() {
+        ensure!(
+            record.outputs.iter().any(|o| o == name),
+            "the answer reads step '{name}', which the plan does not return"
+        );
+        record.step(name).and_then(|s| s.output.as_ref())
+    } else {
+        record
+            .selections
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.value.as_ref())
+    };
+    value
         .and_then(|output| output.pointer(&pointer))
         .with_context(|| format!("the answer reads {place}, which the run did not produce"))
 }
@@ -177,8 +185,8 @@ fn disk_alert() -> Scenario {
     }
 }
 
-/// A large output of which the model needs a few items: a week of hourly readings,
-/// filtered by a JSONPath reference into a step whose output is just the answer's data.
+/// A large output of which the model needs a few items: a week of hourly readings, of
+/// which a named JSONPath selection in `outputs` returns just the hours.
 fn hot_hours() -> Scenario {
     Scenario {
         name: "hot-hours-filter",
@@ -186,13 +194,11 @@ fn hot_hours() -> Scenario {
         plan: json!({
             "goal": "Find the hours above 25 °C in Tokyo's last week",
             "steps": [
-                {"id": "hist", "tool": "weather__get_history", "args": {"location": "Tokyo", "days": 7}},
-                {"id": "hot", "tool": "chaos__echo",
-                 "args": {"hours": {"$ref": "hist", "jsonpath": "$.readings[?@.temperature_c > 25].time"}}}
+                {"id": "hist", "tool": "weather__get_history", "args": {"location": "Tokyo", "days": 7}}
             ],
-            "outputs": ["hot"]
+            "outputs": {"hot_hours": {"$ref": "hist", "jsonpath": "$.readings[?@.temperature_c > 25].time"}}
         }),
-        plan_only: &["hot"],
-        answer: "Tokyo was warmer than 25 °C at these hours (UTC): {hot/hours}.",
+        plan_only: &[],
+        answer: "Tokyo was warmer than 25 °C at these hours (UTC): {hot_hours}.",
     }
 }

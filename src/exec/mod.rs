@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use record::{RunRecord, RunStatus, StepRecord, StepStatus};
+pub use record::{RunRecord, RunStatus, Selection, StepRecord, StepStatus};
 pub use runs::RunStore;
 pub use scheduler::run;
 pub use service::{Outcome, PlanRunner, is_error, result_schema};

@@ -95,6 +95,18 @@ pub struct StepRecord {
     pub duration_ms: Option<f64>,
 }
 
+/// One named output selection after the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Selection {
+    pub name: String,
+    /// `None` when a step it reads did not succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// Paths that found nothing (they became `null`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<ResolveWarning>,
+}
+
 /// The full record of a run: kept for the last runs, readable as a resource and with
 /// `planmux run --record`. It never goes into the model's context unasked.
 #[derive(Debug, Clone, Serialize)]
@@ -107,6 +119,10 @@ pub struct RunRecord {
     pub status: RunStatus,
     /// The steps whose values go back to the model.
     pub outputs: Vec<String>,
+    /// When the plan named selections (`outputs` as an object), what each resolved to;
+    /// these go back instead of whole step outputs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub selections: Vec<Selection>,
     /// Under `competitive`: the step that won.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub winner: Option<String>,
@@ -163,20 +179,33 @@ impl RunRecord {
         let mut truncated = Map::new();
         let by_id: std::collections::HashMap<&str, &StepRecord> =
             self.steps.iter().map(|s| (s.id.as_str(), s)).collect();
-        for id in &self.outputs {
-            if let Some(step) = by_id.get(id.as_str())
-                && step.status == StepStatus::Succeeded
-                && let Some(value) = &step.output
-            {
-                let (value, cut) = truncate(value, max_chars);
-                if let Some(cut) = cut {
-                    truncated.insert(
-                        id.clone(),
-                        json!({"original_chars": cut.original, "kept_chars": cut.kept}),
-                    );
-                }
-                outputs.insert(id.clone(), value);
+        let values: Vec<(&String, &Value)> = if self.selections.is_empty() {
+            self.outputs
+                .iter()
+                .filter_map(|id| {
+                    let step = by_id.get(id.as_str())?;
+                    let value = step
+                        .output
+                        .as_ref()
+                        .filter(|_| step.status == StepStatus::Succeeded)?;
+                    Some((id, value))
+                })
+                .collect()
+        } else {
+            self.selections
+                .iter()
+                .filter_map(|s| Some((&s.name, s.value.as_ref()?)))
+                .collect()
+        };
+        for (name, value) in values {
+            let (value, cut) = truncate(value, max_chars);
+            if let Some(cut) = cut {
+                truncated.insert(
+                    name.clone(),
+                    json!({"original_chars": cut.original, "kept_chars": cut.kept}),
+                );
             }
+            outputs.insert(name.clone(), value);
         }
         let mut steps = Map::new();
         for step in &self.steps {
@@ -224,8 +253,18 @@ impl RunRecord {
             if let Some(stopped) = &self.stopped {
                 map.insert("stopped".into(), json!(stopped));
             }
-            if !self.warnings.is_empty() {
-                map.insert("warnings".into(), json!(self.warnings));
+            let warnings: Vec<String> = self
+                .warnings
+                .iter()
+                .cloned()
+                .chain(self.selections.iter().flat_map(|s| {
+                    s.warnings
+                        .iter()
+                        .map(move |w| format!("outputs.{}: {w}", s.name))
+                }))
+                .collect();
+            if !warnings.is_empty() {
+                map.insert("warnings".into(), json!(warnings));
             }
         }
         result

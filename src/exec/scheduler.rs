@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::record::{RunRecord, RunStatus, StepRecord, StepStatus, millis};
+use super::record::{RunRecord, RunStatus, Selection, StepRecord, StepStatus, millis};
 use super::step::{Attempted, Ending, attempt};
 use super::{Invoker, Observer, Settings};
 use crate::plan::{DependencyKind, OnError, PlannedStep, StepId, Strategy, ValidatedPlan};
@@ -403,7 +403,17 @@ impl<'p> Run<'p> {
         } else {
             RunStatus::Succeeded
         };
+        let selections = plan
+            .resolve_selections(&self.outputs)
+            .into_iter()
+            .map(|(name, value, warnings)| Selection {
+                name,
+                value,
+                warnings,
+            })
+            .collect();
         RunRecord {
+            selections,
             run_id: self.run_id,
             goal: plan.goal().map(str::to_string),
             strategy: plan.strategy().as_str().to_string(),

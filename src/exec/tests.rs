@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::plan::{Limits, ToolSpec, ValidatedPlan, prepare};
+use crate::plan::{Limits, StepId, ToolSpec, ValidatedPlan, prepare};
 
 /// Tools of the fake server `t`: `sleep {ms}` (answers its args after ms), `fail
 /// {message, ms}`, `flaky {fails}` (fails that many times, then succeeds), `hang` (until
@@ -499,4 +499,62 @@ async fn the_result_holds_only_the_asked_outputs_truncated() {
     assert!(result["truncated"]["big"]["original_chars"].as_u64() > Some(5000));
     assert!(result["steps"]["small"].get("output").is_none());
     assert_eq!(result["stats"]["succeeded"], 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn named_selections_return_just_what_was_picked() {
+    let p = plan(json!({"steps": [
+        {"id": "big", "tool": "t__sleep", "args": {"ms": 1, "items": [1, 2, 3, 4, 5]}},
+        {"id": "small", "tool": "t__sleep", "args": {"ms": 2}},
+        {"id": "other", "tool": "t__sleep", "args": {"ms": 3}}
+    ], "outputs": {
+        "hot": {"$ref": "big", "jsonpath": "$.items[?@ > 3]"},
+        "first": "$ref:big.items[0]",
+        "note": "first is ${big.items[0]}",
+        "whole": "small",
+        "missing": "$ref:big.nope"
+    }}));
+    assert_eq!(p.outputs(), vec![StepId::new("big"), StepId::new("small")]);
+    let (record, _, _) = exec(&p, &settings()).await;
+    let result = record.result(1000);
+    assert_eq!(
+        result["outputs"],
+        json!({
+            "hot": [4, 5], "first": 1, "note": "first is 1", "whole": {"ms": 2}, "missing": null
+        })
+    );
+    assert!(
+        result["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("outputs.missing: ")),
+        "{result}"
+    );
+    assert_eq!(record.status, RunStatus::Succeeded);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_selection_of_a_failed_step_is_left_out() {
+    let p = plan(json!({"steps": [
+        {"id": "bad", "tool": "t__fail", "args": {"ms": 1}},
+        {"id": "good", "tool": "t__sleep", "args": {"ms": 1}}
+    ], "outputs": {"a": "$ref:bad.x", "b": "$ref:good.ms"}}));
+    let (record, _, _) = exec(&p, &settings()).await;
+    assert_eq!(record.result(1000)["outputs"], json!({"b": 1}));
+    assert_eq!(record.status, RunStatus::Partial);
+}
+
+#[test]
+fn selections_naming_unknown_steps_are_plan_issues() {
+    let issues = prepare(
+        &json!({"steps": [{"id": "a", "tool": "t__sleep"}], "outputs": {"x": "$ref:b.y", "y": "†state.z"}}),
+        &tools(),
+        &Limits::default(),
+    )
+    .err()
+    .unwrap_or_default();
+    let text = crate::plan::render_issues(&issues);
+    assert!(
+        text.contains("outputs.x") && text.contains("outputs.y"),
+        "{text}"
+    );
 }

@@ -6,27 +6,25 @@ use serde_json::{Value, json};
 use super::model::{OnError, Strategy};
 
 /// The `execute_plan` tool description: the format, the reference forms, strategies and
-/// `on_error`, with one worked example (about 400 tokens).
-pub const EXECUTE_PLAN_DESCRIPTION: &str = r#"Run several tool calls as one plan. Independent steps run in parallel; only the listed outputs come back.
+/// `on_error`, with one worked example. It is sent with every request the model gets, so
+/// every token counts: under 400 (a test holds it there).
+pub const EXECUTE_PLAN_DESCRIPTION: &str = r#"Run many tool calls in one call: each step starts once the steps it reads are done, in parallel where possible; only the outputs you list come back.
 
-Step: {"id", "tool": exported tool name, "args": {...}}; optional "depends_on": [ids], "timeout_ms", "retries".
-References in args read finished steps:
-- "$ref:STEP.PATH", {"$ref": "STEP.PATH"} or "${STEP.PATH}" as a whole value: the value, typed
-- "text ${STEP.PATH} text": spliced into the string
-STEP: a step id, steps[N] (0-based) or input (the plan's "inputs"). PATH: a.b[0].c; a["x.y"] for odd keys. Filter: {"$ref": "list", "jsonpath": "$.metrics[?@.category=='compute']"}. Missing path: null. Literal ${ is written $${.
+Step: {"id", "tool", "args"}, optional "depends_on": [ids], "timeout_ms", "retries".
+References in args: "$ref:STEP.PATH", {"$ref": "STEP.PATH"} or "${STEP.PATH}" alone give the value, typed; "a ${STEP.PATH} b" splices it into text. STEP: step id, steps[N] or input (the plan's "inputs"); PATH: a.b[0].c. Filter: {"$ref": "STEP", "jsonpath": "$.items[?@.size > 10]"}. Missing path: null. Literal ${: write $${.
+"outputs": step ids, or named picks: {"hot": {"$ref": "STEP", "jsonpath": "…"}, "n": "$ref:cpu.name"}.
 
 Example:
-{"goal": "Is CPU above 80%?",
- "steps": [
+{"steps": [
   {"id": "list", "tool": "metrics__list_metrics", "args": {"category": "compute"}},
   {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "$ref:list.metrics[0].name"}},
   {"id": "check", "tool": "metrics__check_threshold",
    "args": {"metric": "${cpu.name}", "value": "$ref:cpu.current", "threshold": 80, "op": "gt"}}],
  "outputs": ["check"]}
 
-"strategy": auto (default; a step starts when what it reads is done), parallel (same), sequential (one at a time, in order), chained (in order; each step also gets the previous output in arg "input" or its "pipe_to"), competitive (all at once, first success wins).
-"on_error": fail_forward (default; skip dependents of a failed step), fail_fast (stop all), continue (pass the error on as the output).
-The plan may also be sent as a JSON string: {"plan": "..."}. Invalid plans are rejected before anything runs, listing every problem."#;
+"strategy": auto (default) or parallel, sequential, chained (in order; previous output goes to arg "input" or "pipe_to"), competitive (first success wins).
+"on_error": fail_forward (default; skip dependents of a failure), fail_fast, continue (pass the error on).
+Invalid plans are not run; all problems are listed."#;
 
 /// The JSON Schema of `execute_plan`'s arguments: the canonical fields, or `plan` as a
 /// JSON string (or object). Aliases from the seed dialects are accepted too but not
@@ -34,34 +32,31 @@ The plan may also be sent as a JSON string: {"plan": "..."}. Invalid plans are r
 pub fn execute_plan_input_schema() -> Value {
     let strategies: Vec<&str> = Strategy::ALL.iter().map(|(_, name)| *name).collect();
     let policies: Vec<&str> = OnError::ALL.iter().map(|(_, name)| *name).collect();
+    // Only what a model needs to write a plan: the rarer fields (timeout_ms, retries,
+    // retry_unsafe, pipe_to, a plan timeout) are in the description or the docs, and are
+    // accepted all the same. Every property here is sent with every request.
     json!({
         "type": "object",
         "properties": {
-            "goal": {"type": "string", "description": "What the plan is for."},
-            "strategy": {"type": "string", "enum": strategies, "default": "auto"},
+            "goal": {"type": "string"},
+            "strategy": {"enum": strategies},
             "steps": {
                 "type": "array",
-                "description": "The tool calls. Arguments may hold references such as \"$ref:STEP.PATH\" or \"${STEP.PATH}\".",
                 "items": {
                     "type": "object",
                     "properties": {
-                        "id": {"type": "string", "description": "Defaults to s1, s2, … by position."},
-                        "tool": {"type": "string", "description": "An exported tool name from tools/list."},
-                        "args": {"type": ["object", "string"], "description": "Arguments (an object, or its JSON text)."},
-                        "depends_on": {"type": "array", "items": {"type": "string"}},
-                        "timeout_ms": {"type": "integer", "minimum": 0},
-                        "retries": {"type": "integer", "minimum": 0},
-                        "retry_unsafe": {"type": "boolean"},
-                        "pipe_to": {"type": "string"}
+                        "id": {"type": "string"},
+                        "tool": {"type": "string"},
+                        "args": {"type": ["object", "string"]},
+                        "depends_on": {"type": "array", "items": {"type": "string"}}
                     },
                     "required": ["tool"]
                 }
             },
-            "outputs": {"type": "array", "items": {"type": "string"}, "description": "Steps whose values to return; all when absent."},
-            "on_error": {"type": "string", "enum": policies, "default": "fail_forward"},
-            "inputs": {"type": "object", "description": "Values that references read as input.NAME."},
-            "timeout_ms": {"type": "integer", "minimum": 0},
-            "plan": {"type": ["string", "object"], "description": "The whole plan as a JSON string, instead of the fields above."}
+            "outputs": {"type": ["array", "object"]},
+            "on_error": {"enum": policies},
+            "inputs": {"type": "object"},
+            "plan": {"type": ["string", "object"]}
         }
     })
 }

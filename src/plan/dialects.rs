@@ -210,7 +210,24 @@ impl Parser {
                 self.closed_set(key, value, OnError::parse, &OnError::ALL.map(|(_, n)| n));
         }
         if let Some((key, value)) = first_of(map, &["outputs", "output_steps", "outputSteps"]) {
-            plan.outputs = self.string_list(key, value);
+            match value {
+                Value::Object(named) => {
+                    // Named selections: each a reference, or a bare step id for its whole
+                    // output. The steps they read are the outputs.
+                    plan.outputs = Some(Vec::new());
+                    for (name, selection) in named {
+                        let selection = match selection {
+                            Value::String(id) if !id.contains('$') => {
+                                Value::String(format!("$ref:{id}"))
+                            }
+                            other => other.clone(),
+                        };
+                        let template = self.template(&format!("{key}.{name}"), &selection);
+                        plan.selections.push((name.clone(), template));
+                    }
+                }
+                _ => plan.outputs = self.string_list(key, value),
+            }
         }
         if let Some((key, value)) = first_of(map, &["inputs", "input"]) {
             match value {

@@ -166,6 +166,9 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// The steps whose values go back to the model; `None` means all of them.
     pub outputs: Option<Vec<String>>,
+    /// Named selections that go back instead of whole step outputs (`outputs` written as
+    /// an object: `{"hot": {"$ref": "hist", "jsonpath": "…"}}`), in written order.
+    pub selections: Vec<(String, Template<RawRef>)>,
     /// The plan's `inputs` object, read by `input.…` and `†input.…` references.
     pub inputs: Value,
     /// A whole-plan time limit requested by the model, in milliseconds.

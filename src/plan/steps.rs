@@ -247,7 +247,7 @@ impl Parser {
         self.template(at, value)
     }
 
-    fn template(&mut self, at: &str, value: &Value) -> Template<RawRef> {
+    pub(super) fn template(&mut self, at: &str, value: &Value) -> Template<RawRef> {
         let mut problems = Vec::new();
         let template = Template::from_value(value, &mut problems);
         for problem in problems {

@@ -70,7 +70,23 @@ pub fn validate(
             steps.push(v.planned(i, step, spec, args, after, pipe));
         }
     }
-    let outputs = v.outputs();
+    let selections = v.selections();
+    let outputs = if selections.is_empty() {
+        v.outputs()
+    } else {
+        // The steps the selections read are what the plan asked for.
+        let mut read = Vec::new();
+        for (_, template) in &selections {
+            template.visit_refs(&mut |r: &Ref, _| {
+                if let Some(id) = r.source.step()
+                    && !read.contains(id)
+                {
+                    read.push(id.clone());
+                }
+            });
+        }
+        Some(read)
+    };
     v.cycles(&edges);
     if !v.issues.is_empty() {
         sort_issues(&mut v.issues);
@@ -89,6 +105,7 @@ pub fn validate(
         on_error: plan.on_error,
         steps,
         outputs,
+        selections,
         inputs: plan.inputs,
         timeout_ms: plan.timeout_ms,
         warnings,
@@ -455,6 +472,44 @@ impl<'p> Validator<'p> {
             output_slots: step.output_slots.clone(),
             description: step.description.clone(),
         }
+    }
+
+    /// The named output selections, their references bound to steps.
+    fn selections(&mut self) -> Vec<(String, Template)> {
+        let mut bound = Vec::new();
+        for (name, template) in &self.plan.selections {
+            let at = format!("outputs.{name}");
+            let mut map = |raw: &RawRef, below: &str| -> Option<Ref> {
+                let at = format!("{at}{below}");
+                let source = match &raw.root {
+                    RawRoot::Input => RefSource::Input,
+                    RawRoot::State(slot) => {
+                        let kind = IssueKind::BadReference {
+                            text: raw.text.clone(),
+                            message: format!(
+                                "outputs cannot read state slot '{slot}'; name the step that writes it"
+                            ),
+                        };
+                        self.issue(at, kind);
+                        return None;
+                    }
+                    root => {
+                        let target = self.step_index(root, &raw.text, &at)?;
+                        RefSource::Output(StepId::new(self.plan.steps[target].id.clone()))
+                    }
+                };
+                Some(Ref {
+                    text: raw.text.clone(),
+                    source,
+                    path: raw.path.clone(),
+                    query: raw.query.clone(),
+                })
+            };
+            if let Some(template) = template.map_refs(&mut map) {
+                bound.push((name.clone(), template));
+            }
+        }
+        bound
     }
 
     fn outputs(&mut self) -> Option<Vec<StepId>> {

@@ -116,6 +116,7 @@ pub struct ValidatedPlan {
     pub(super) on_error: OnError,
     pub(super) steps: Vec<PlannedStep>,
     pub(super) outputs: Option<Vec<StepId>>,
+    pub(super) selections: Vec<(String, Template)>,
     pub(super) inputs: Value,
     pub(super) timeout_ms: Option<u64>,
     pub(super) warnings: Vec<PlanIssue>,
@@ -160,6 +161,44 @@ impl ValidatedPlan {
             Some(listed) => listed.clone(),
             None => self.steps.iter().map(|s| s.id.clone()).collect(),
         }
+    }
+
+    /// Named selections to return instead of whole step outputs (empty when `outputs`
+    /// was a list of steps or absent).
+    pub fn selections(&self) -> &[(String, Template)] {
+        &self.selections
+    }
+
+    /// Resolves the named selections against finished outputs: each name with its value,
+    /// or `None` when a step it reads has no output (it failed or never ran).
+    pub fn resolve_selections(
+        &self,
+        outputs: &HashMap<StepId, Value>,
+    ) -> Vec<(String, Option<Value>, Vec<ResolveWarning>)> {
+        self.selections
+            .iter()
+            .map(|(name, template)| {
+                let mut complete = true;
+                template.visit_refs(&mut |r: &super::template::Ref, _| {
+                    if let Some(id) = r.source.step() {
+                        complete &= outputs.contains_key(id);
+                    }
+                });
+                if !complete {
+                    return (name.clone(), None, Vec::new());
+                }
+                let mut warnings = Vec::new();
+                let lookup = |source: &RefSource| -> Option<&Value> {
+                    match source {
+                        RefSource::Output(id) => outputs.get(id),
+                        RefSource::Input => Some(&self.inputs),
+                        RefSource::Error(_) => None,
+                    }
+                };
+                let value = template.resolve(&lookup, &mut warnings);
+                (name.clone(), Some(value), warnings)
+            })
+            .collect()
     }
 
     /// Whether the plan listed its outputs (rather than defaulting to every step).

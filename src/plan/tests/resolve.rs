@@ -360,14 +360,16 @@ fn competitive_schedule_is_flat() {
 
 #[test]
 fn description_and_schema() {
-    // About 4 characters a token: keep the description near 400 tokens.
-    assert!(
-        EXECUTE_PLAN_DESCRIPTION.len() < 1900,
-        "{}",
-        EXECUTE_PLAN_DESCRIPTION.len()
-    );
+    // Sent with every request a model gets: count it with a real tokenizer.
+    let bpe = tiktoken_rs::o200k_base().expect("the tokenizer's data is built in");
+    let description = bpe.encode_ordinary(EXECUTE_PLAN_DESCRIPTION).len();
+    let schema_tokens = bpe
+        .encode_ordinary(&execute_plan_input_schema().to_string())
+        .len();
+    assert!(description <= 400, "description: {description} tokens");
+    assert!(schema_tokens <= 150, "input schema: {schema_tokens} tokens");
     // Its example is a valid plan against the demo catalog.
-    let start = EXECUTE_PLAN_DESCRIPTION.find("{\"goal\"").unwrap_or(0);
+    let start = EXECUTE_PLAN_DESCRIPTION.find("{\"steps\"").unwrap_or(0);
     let end = EXECUTE_PLAN_DESCRIPTION
         .find("\"outputs\": [\"check\"]}")
         .map_or(0, |e| e + 21);
