@@ -368,6 +368,7 @@ fn draw_scaling(rows: &[Value]) -> anyhow::Result<()> {
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;

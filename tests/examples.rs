@@ -90,6 +90,21 @@ fn validate_prints_the_schedule_and_rejects_bad_plans() -> anyhow::Result<()> {
     let text = String::from_utf8_lossy(&ok.stdout);
     assert_eq!(ok.status.code(), Some(0), "{text}");
     assert!(text.contains("5 steps, 4 levels"), "{text}");
+    // Every example (one per seed dialect among them) validates against the demo catalog.
+    for (file, _, _) in EXPECTED {
+        let out = Command::new(planmux)
+            .arg("validate")
+            .arg("--config")
+            .arg(&config)
+            .arg(root.join("examples/plans").join(file))
+            .output()?;
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
     let mermaid = Command::new(planmux)
         .args(["validate", "--mermaid", "--config"])
         .arg(&config)

@@ -131,7 +131,14 @@ impl Plan {
             "steps".into(),
             Value::Array(self.steps.iter().map(Step::to_canonical).collect()),
         );
-        if let Some(outputs) = &self.outputs {
+        if !self.selections.is_empty() {
+            let named: serde_json::Map<String, Value> = self
+                .selections
+                .iter()
+                .map(|(name, template)| (name.clone(), template.to_canonical()))
+                .collect();
+            map.insert("outputs".into(), Value::Object(named));
+        } else if let Some(outputs) = &self.outputs {
             map.insert("outputs".into(), json!(outputs));
         }
         map.insert("on_error".into(), json!(self.on_error.as_str()));
