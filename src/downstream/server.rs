@@ -103,8 +103,15 @@ impl Server {
             .clone()
     }
 
-    fn set_state(&self, state: State) {
-        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+    /// Moves to `next`, unless the server was closed for good meanwhile (planmux shut
+    /// down while it was starting); returns whether it moved.
+    fn transition(&self, next: State) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*state, State::Closed) {
+            return false;
+        }
+        *state = next;
+        true
     }
 
     /// Its tools (after filters), as last listed.
@@ -170,9 +177,16 @@ impl Server {
             Ok((live, tools)) => {
                 let elapsed = started.elapsed();
                 tracing::info!(server = %name, tools = tools.len(), ms = elapsed.as_millis() as u64, "connected");
+                if !self.transition(State::Ready(live.clone())) {
+                    // Shut down while it was starting: close the new connection at once
+                    // rather than leave it running.
+                    live.stop.cancel();
+                    return Err(DownstreamError::Closed {
+                        server: name.clone(),
+                    });
+                }
                 *self.startup.lock().unwrap_or_else(PoisonError::into_inner) = Some(elapsed);
                 *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
-                self.set_state(State::Ready(live.clone()));
                 if !matches!(previous, State::Starting) {
                     let _ = self.events.send(Event::ToolsChanged(name.clone()));
                 }
@@ -187,7 +201,7 @@ impl Server {
                     .saturating_mul(1 << (failures - 1).min(16))
                     .min(MAX_BACKOFF);
                 tracing::warn!(server = %name, error = %error, retry_in_ms = backoff.as_millis() as u64, "failed to start");
-                self.set_state(State::Failed {
+                self.transition(State::Failed {
                     since: Instant::now(),
                     error: error.clone(),
                     failures,
