@@ -182,7 +182,9 @@ impl Config {
         if local.is_file() {
             return Self::load(local);
         }
-        let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        // Relative paths of the built-in config (the files demo's sandbox) go under the
+        // temp folder, not wherever the host happened to start planmux.
+        let base = std::env::temp_dir().join("planmux");
         Self::parse(DEFAULT_CONFIG, "<built-in default>", &base, &|name| {
             std::env::var(name).ok()
         })

@@ -124,7 +124,12 @@ async fn run(cli: Cli) -> Result<i32> {
 async fn serve(config: Config) -> Result<()> {
     let host = Arc::new(HostLink::default());
     let shutdown = CancellationToken::new();
-    let downstreams = Downstreams::start(&config, host.clone()).await;
+    // Answer the host's handshake at once; tools/list and calls wait for the servers.
+    let downstreams = Downstreams::new(&config, host.clone());
+    let starting = tokio::spawn({
+        let downstreams = downstreams.clone();
+        async move { downstreams.connect_all().await }
+    });
     let (reader, writer) = rmcp::transport::io::stdio_pipes();
     let eof = CancellationToken::new();
     let reader = EofSignal {
@@ -160,6 +165,7 @@ async fn serve(config: Config) -> Result<()> {
         () = terminated() => Ok(()),
     };
     shutdown.cancel();
+    starting.abort();
     downstreams.shutdown().await;
     tracing::info!("shut down");
     result

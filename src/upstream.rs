@@ -215,6 +215,7 @@ impl ServerHandler for Upstream {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.downstreams.started().await;
         let catalog = self.downstreams.catalog();
         let mut tools: Vec<Tool> = catalog.definitions().cloned().collect();
         tools.push(Self::execute_plan_tool());

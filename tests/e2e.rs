@@ -542,3 +542,27 @@ async fn a_host_without_sampling_gets_a_clear_refusal() -> R {
     );
     Ok(())
 }
+
+/// The handshake does not wait for slow servers: a server held back until a file exists
+/// does not stop `initialize` from being answered; tools/list then waits for it.
+#[tokio::test]
+async fn the_handshake_is_answered_while_servers_start() -> R {
+    let dir = tempfile::tempdir()?;
+    let flag = dir.path().join("go");
+    let config = format!(
+        "{}\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"while [ ! -e {} ]; do sleep 0.02; done; exec {} demo chaos\"]\n",
+        chaos_config(""),
+        flag.display(),
+        common::bin()
+    );
+    // Connecting completes although `slow` cannot have started yet.
+    let proxy = tokio::time::timeout(Duration::from_secs(20), start(&config)).await??;
+    std::fs::write(&flag, "")?;
+    let tools =
+        tokio::time::timeout(Duration::from_secs(20), proxy.client.list_all_tools()).await??;
+    assert!(
+        tools.iter().any(|t| t.name == "slow__echo")
+            && tools.iter().any(|t| t.name == "chaos__echo")
+    );
+    Ok(())
+}

@@ -98,12 +98,22 @@ pub struct Downstreams {
     host: Arc<HostLink>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// True once the first start of every server has ended.
+    started: tokio::sync::watch::Sender<bool>,
 }
 
 impl Downstreams {
     /// Starts every enabled server concurrently and builds the catalog. A server that fails
     /// to start is logged and left out of the catalog; it does not hold up the others.
     pub async fn start(config: &Config, host: Arc<HostLink>) -> Arc<Downstreams> {
+        let this = Self::new(config, host);
+        this.connect_all().await;
+        this
+    }
+
+    /// The set of servers, not yet started: [`Self::connect_all`] starts them. Lets the
+    /// MCP server answer the host's handshake while the downstreams are still starting.
+    pub fn new(config: &Config, host: Arc<HostLink>) -> Arc<Downstreams> {
         let tracker = TaskTracker::new();
         let (events, mut inbox) = mpsc::unbounded_channel();
         let servers: Vec<Arc<Server>> = config
@@ -124,12 +134,8 @@ impl Downstreams {
             host,
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
+            started: tokio::sync::watch::channel(false).0,
         });
-        futures::future::join_all(this.servers.iter().map(|s| async move {
-            let _ = s.live().await;
-        }))
-        .await;
-        this.rebuild_catalog();
         let weak = Arc::downgrade(&this);
         let shutdown = this.shutdown.clone();
         tracker.spawn(async move {
@@ -146,6 +152,22 @@ impl Downstreams {
             }
         });
         this
+    }
+
+    /// Starts every server concurrently, builds the catalog, and marks the set started.
+    pub async fn connect_all(&self) {
+        futures::future::join_all(self.servers.iter().map(|s| async move {
+            let _ = s.live().await;
+        }))
+        .await;
+        self.rebuild_catalog();
+        self.started.send_replace(true);
+    }
+
+    /// Waits until the first start of every server has ended (in success or failure).
+    pub async fn started(&self) {
+        let mut started = self.started.subscribe();
+        let _ = started.wait_for(|done| *done).await;
     }
 
     /// The current catalog.
@@ -191,6 +213,7 @@ impl Downstreams {
         progress: Option<ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
+        self.started().await;
         let catalog = self.catalog();
         let Some(entry) = catalog.get(&params.name) else {
             return Err(DownstreamError::UnknownTool {

@@ -56,6 +56,8 @@ impl PlanRunner {
         observer: &dyn Observer,
         cancel: CancellationToken,
     ) -> Outcome {
+        // Validation needs the whole catalog: wait for the servers' first start.
+        self.downstreams.started().await;
         match self.validate(arguments) {
             Err(issues) => Outcome::Invalid(issues),
             Ok(plan) => Outcome::Ran(self.run(&plan, observer, cancel).await),
