@@ -207,6 +207,7 @@ impl ServerHandler for Upstream {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         tracing::debug!(level = ?request.level, "host set the log level");
+        self.host.set_log_level(request.level);
         Ok(())
     }
 

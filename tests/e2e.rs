@@ -566,3 +566,53 @@ async fn the_handshake_is_answered_while_servers_start() -> R {
     );
     Ok(())
 }
+
+/// `logging/setLevel` on planmux filters the log messages relayed from downstreams.
+#[tokio::test]
+#[allow(deprecated)] // logging is deprecated by SEP-2577
+async fn the_hosts_log_level_filters_relayed_messages() -> R {
+    use rmcp::model::{LoggingLevel, SetLevelRequestParams};
+    let proxy = start(&chaos_config("")).await?;
+    proxy
+        .client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+        .await?;
+    proxy
+        .client
+        .call_tool(call(
+            "chaos__log",
+            json!({"message": "chatter", "level": "info"}),
+        ))
+        .await?;
+    proxy
+        .client
+        .call_tool(call(
+            "chaos__log",
+            json!({"message": "disk full", "level": "error"}),
+        ))
+        .await?;
+    let heard = eventually(Duration::from_secs(3), || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| !s.logs.is_empty())
+            .unwrap_or(false)
+    })
+    .await;
+    assert!(heard);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let logs = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| s.logs.clone())
+        .unwrap_or_default();
+    let data: Vec<&Value> = logs.iter().map(|l| &l["data"]).collect();
+    assert_eq!(
+        data,
+        [&json!("disk full")],
+        "the info message below `warning` was dropped"
+    );
+    Ok(())
+}

@@ -73,8 +73,8 @@ pub(super) fn tools(extra: bool) -> Vec<Tool> {
     ));
     tools.push(tool(
         "log",
-        "Send the client a notifications/message log message with the given text.",
-        json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+        "Send the client a notifications/message log message with the given text (level: debug … emergency, default info).",
+        json!({"type": "object", "properties": {"message": {"type": "string"}, "level": {"type": "string"}}, "required": ["message"]}),
     ));
     if extra {
         tools.push(tool(
@@ -130,8 +130,9 @@ pub(super) async fn call(
         "ask_host" => ask_host(args, ctx).await.unwrap_or_else(|f| f),
         "log" => {
             let message = args.get("message").cloned().unwrap_or(Value::Null);
+            let level = args.get("level").cloned().unwrap_or_else(|| json!("info"));
             let param = serde_json::from_value::<LoggingMessageNotificationParam>(json!({
-                "level": "info", "logger": "chaos", "data": message
+                "level": level, "logger": "chaos", "data": message
             }));
             match param {
                 Ok(param) => {

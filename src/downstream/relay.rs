@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ErrorCode, Implementation, ListRootsRequest, ListRootsResult,
+    ElicitResult, ErrorCode, Implementation, ListRootsRequest, ListRootsResult, LoggingLevel,
     LoggingMessageNotificationParam, ProgressToken, ServerRequest,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionSink};
@@ -25,6 +25,8 @@ pub struct HostLink {
     /// `subscriptions/listen` streams of hosts on protocol 2026-07-28, by request.
     listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
     next_listener: AtomicU64,
+    /// The least severe log level the host wants (`logging/setLevel`); `None`: all.
+    log_level: RwLock<Option<LoggingLevel>>,
 }
 
 impl HostLink {
@@ -39,6 +41,24 @@ impl HostLink {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Relays only downstream log messages at `level` or more severe.
+    pub fn set_log_level(&self, level: LoggingLevel) {
+        *self
+            .log_level
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(level);
+    }
+
+    /// Whether the host wants log messages at `level`.
+    fn wants_log(&self, level: LoggingLevel) -> bool {
+        let min = *self
+            .log_level
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        // LoggingLevel lists its variants from least to most severe.
+        min.is_none_or(|min| level as u8 >= min as u8)
     }
 
     /// Keeps a listen stream until [`Self::remove_listener`] with the returned key.
@@ -221,6 +241,9 @@ impl ClientHandler for Relay {
         _context: NotificationContext<RoleClient>,
     ) {
         tracing::debug!(server = %self.server, level = ?params.level, "downstream log message");
+        if !self.host.wants_log(params.level) {
+            return;
+        }
         if let Some(peer) = self.host.get() {
             let mut params = params;
             let logger = params.logger.take();
