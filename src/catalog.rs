@@ -180,7 +180,7 @@ fn with_hash(prefix: &str, raw: &str) -> String {
 }
 
 /// FNV-1a 64: stable across runs, platforms and versions (unlike `DefaultHasher`).
-fn fnv1a(text: &str) -> u64 {
+pub(crate) fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })

@@ -20,7 +20,7 @@ pub const DEFAULT_PLAN_TIMEOUT_MS: u64 = 300_000;
 /// Concurrent downstream calls per plan: enough for wide fan-outs, not a fork bomb.
 pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
 /// Plans longer than this are almost certainly a model looping, not a real plan.
-pub const DEFAULT_MAX_PLAN_STEPS: usize = 256;
+pub const DEFAULT_MAX_PLAN_STEPS: usize = crate::plan::DEFAULT_MAX_PLAN_STEPS;
 /// Per output value returned to the model: about 2,000 tokens.
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 8_000;
 /// Connecting and listing tools: `npx -y` may download a package on first use.

@@ -89,11 +89,9 @@ pub(super) fn call(name: &str, args: &JsonObject) -> Result<CallToolResult, rmcp
     })
 }
 
-/// FNV-1a: a stable seed per place, so the same city always has the same weather.
+/// A stable seed per place, so the same city always has the same weather.
 fn seed(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    crate::catalog::fnv1a(text)
 }
 
 fn report(location: &str) -> Value {
