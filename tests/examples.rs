@@ -183,3 +183,71 @@ fn run_writes_the_record_and_draws_the_timeline() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn tools_and_check_report_the_default_catalog() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let planmux = env!("CARGO_BIN_EXE_planmux");
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::copy(root.join("servers.toml"), &config)?;
+    let tools = Command::new(planmux)
+        .arg("tools")
+        .arg("--config")
+        .arg(&config)
+        .output()?;
+    let table = String::from_utf8_lossy(&tools.stdout);
+    assert_eq!(tools.status.code(), Some(0), "{table}");
+    assert!(table.starts_with("TOOL"), "{table}");
+    assert!(
+        table.contains("metrics__check_threshold") && table.contains("weather__get-forecast"),
+        "{table}"
+    );
+    assert!(
+        table.trim_end().ends_with("tools from 4 servers"),
+        "{table}"
+    );
+    let check = Command::new(planmux)
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .output()?;
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{report}");
+    assert!(report.contains("0 of 4 servers failed"), "{report}");
+    Ok(())
+}
+
+/// What hosts launch: `planmux --config PATH`, no subcommand, serves MCP on stdio.
+#[test]
+fn no_subcommand_means_serve() -> anyhow::Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::write(&config, "[servers.m]\nbuiltin = \"metrics\"\n")?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_planmux"))
+        .arg("--config")
+        .arg(&config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+    )?;
+    let mut line = String::new();
+    BufReader::new(
+        child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("stdout"))?,
+    )
+    .read_line(&mut line)?;
+    let reply: Value = serde_json::from_str(&line)?;
+    assert_eq!(reply["result"]["serverInfo"]["name"], "planmux", "{reply}");
+    drop(stdin);
+    assert!(child.wait()?.success());
+    Ok(())
+}
