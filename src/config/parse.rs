@@ -1,0 +1,339 @@
+//! Parsing `servers.toml` key by key, so that every error names the file, the section and
+//! the key; `${VAR}` expansion.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use toml::{Table, Value};
+
+use super::{ConfigError, ProxySettings, ServerConfig, Transport, is_name_char};
+
+const PROXY_KEYS: &[&str] = &[
+    "separator",
+    "call_timeout_ms",
+    "plan_timeout_ms",
+    "max_concurrency",
+    "max_plan_steps",
+    "max_output_chars",
+    "startup_timeout_ms",
+];
+const SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "builtin",
+    "include",
+    "exclude",
+    "enabled",
+    "call_timeout_ms",
+    "startup_timeout_ms",
+    "max_concurrency",
+];
+
+/// Parsing context: the file name for errors, the folder for paths, the environment.
+pub(super) struct Cx<'a> {
+    pub(super) file: &'a str,
+    pub(super) base: &'a Path,
+    pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Cx<'_> {
+    pub(super) fn key_error(
+        &self,
+        section: &str,
+        key: &str,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::Key {
+            file: self.file.into(),
+            section: section.into(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
+    fn section_error(&self, section: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Section {
+            file: self.file.into(),
+            section: section.into(),
+            message: message.into(),
+        }
+    }
+
+    pub(super) fn table<'v>(
+        &self,
+        value: &'v Value,
+        section: &str,
+        key: &str,
+    ) -> Result<&'v Table, ConfigError> {
+        value.as_table().ok_or_else(|| {
+            self.key_error(
+                section,
+                key,
+                format!("expected a table, found {}", value.type_str()),
+            )
+        })
+    }
+
+    pub(super) fn proxy(&self, table: &Table) -> Result<ProxySettings, ConfigError> {
+        let s = "[proxy]";
+        let mut p = ProxySettings::default();
+        for (key, value) in table {
+            match key.as_str() {
+                "separator" => {
+                    let sep = self.string(s, key, value)?;
+                    if sep.is_empty() || !sep.chars().all(is_name_char) {
+                        return Err(self.key_error(
+                            s,
+                            key,
+                            "must be non-empty and use only A-Z a-z 0-9 _ -",
+                        ));
+                    }
+                    p.separator = sep;
+                }
+                "call_timeout_ms" => p.call_timeout = self.millis(s, key, value)?,
+                "plan_timeout_ms" => p.plan_timeout = self.millis(s, key, value)?,
+                "startup_timeout_ms" => p.startup_timeout = self.millis(s, key, value)?,
+                "max_concurrency" => p.max_concurrency = self.positive(s, key, value)?,
+                "max_plan_steps" => p.max_plan_steps = self.positive(s, key, value)?,
+                "max_output_chars" => p.max_output_chars = self.positive(s, key, value)?,
+                other => return Err(self.key_error(s, other, unknown(other, PROXY_KEYS))),
+            }
+        }
+        Ok(p)
+    }
+
+    pub(super) fn server(
+        &self,
+        name: &str,
+        s: &str,
+        table: &Table,
+        proxy: &ProxySettings,
+    ) -> Result<ServerConfig, ConfigError> {
+        if name.is_empty() || !name.chars().all(is_name_char) {
+            return Err(self.section_error(s, "a server name may use only A-Z a-z 0-9 _ -"));
+        }
+        if name.contains(proxy.separator.as_str()) {
+            return Err(self.section_error(
+                s,
+                format!(
+                    "a server name must not contain the separator '{}'",
+                    proxy.separator
+                ),
+            ));
+        }
+        for key in table.keys() {
+            if !SERVER_KEYS.contains(&key.as_str()) {
+                return Err(self.key_error(s, key, unknown(key, SERVER_KEYS)));
+            }
+        }
+        let get = |key: &str| table.get(key);
+        let string = |key: &str| get(key).map(|v| self.expanded(s, key, v)).transpose();
+        let command = string("command")?;
+        let url = string("url")?;
+        let builtin = get("builtin")
+            .map(|v| self.string(s, "builtin", v))
+            .transpose()?;
+        let cwd = string("cwd")?.map(|dir| self.base.join(dir));
+        let transport = match (command, url, builtin) {
+            (Some(command), None, None) => Transport::Stdio {
+                command,
+                args: self.strings(s, "args", get("args"))?,
+                env: self.map(s, "env", get("env"))?,
+                cwd,
+            },
+            (None, Some(url), None) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(self.key_error(s, "url", "must start with http:// or https://"));
+                }
+                Transport::Http {
+                    url,
+                    headers: self.map(s, "headers", get("headers"))?,
+                }
+            }
+            (None, None, Some(kind)) => Transport::Builtin {
+                kind: kind
+                    .parse()
+                    .map_err(|e: String| self.key_error(s, "builtin", e))?,
+                root: cwd,
+            },
+            (None, None, None) => {
+                return Err(self.section_error(s, "needs one of 'command', 'url' or 'builtin'"));
+            }
+            _ => {
+                return Err(self.section_error(
+                    s,
+                    "'command', 'url' and 'builtin' exclude each other: set only one",
+                ));
+            }
+        };
+        let wrong_keys: &[&str] = match transport {
+            Transport::Stdio { .. } => &["headers"],
+            Transport::Http { .. } => &["args", "env", "cwd"],
+            Transport::Builtin { .. } => &["args", "env", "headers"],
+        };
+        if let Some(key) = wrong_keys.iter().find(|k| table.contains_key(**k)) {
+            return Err(self.key_error(s, key, "does not apply to this kind of server"));
+        }
+        Ok(ServerConfig {
+            name: name.into(),
+            transport,
+            include: self.globs(s, "include", get("include"))?,
+            exclude: self.globs(s, "exclude", get("exclude"))?,
+            enabled: match get("enabled") {
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| self.key_error(s, "enabled", "expected true or false"))?,
+                None => true,
+            },
+            call_timeout: match get("call_timeout_ms") {
+                Some(v) => self.millis(s, "call_timeout_ms", v)?,
+                None => proxy.call_timeout,
+            },
+            startup_timeout: match get("startup_timeout_ms") {
+                Some(v) => self.millis(s, "startup_timeout_ms", v)?,
+                None => proxy.startup_timeout,
+            },
+            max_concurrency: get("max_concurrency")
+                .map(|v| self.positive(s, "max_concurrency", v))
+                .transpose()?,
+        })
+    }
+
+    fn string(&self, s: &str, key: &str, value: &Value) -> Result<String, ConfigError> {
+        value.as_str().map(str::to_string).ok_or_else(|| {
+            self.key_error(
+                s,
+                key,
+                format!("expected a string, found {}", value.type_str()),
+            )
+        })
+    }
+
+    fn expanded(&self, s: &str, key: &str, value: &Value) -> Result<String, ConfigError> {
+        let raw = self.string(s, key, value)?;
+        expand_vars(&raw, self.env).map_err(|e| self.key_error(s, key, e))
+    }
+
+    fn strings(
+        &self,
+        s: &str,
+        key: &str,
+        value: Option<&Value>,
+    ) -> Result<Vec<String>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(Vec::new());
+        };
+        let items = value.as_array().ok_or_else(|| {
+            self.key_error(
+                s,
+                key,
+                format!("expected an array of strings, found {}", value.type_str()),
+            )
+        })?;
+        items
+            .iter()
+            .map(|item| self.expanded(s, key, item))
+            .collect()
+    }
+
+    fn map(
+        &self,
+        s: &str,
+        key: &str,
+        value: Option<&Value>,
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(BTreeMap::new());
+        };
+        let table = self.table(value, s, key)?;
+        table
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), self.expanded(s, &format!("{key}.{k}"), v)?)))
+            .collect()
+    }
+
+    fn globs(
+        &self,
+        s: &str,
+        key: &str,
+        value: Option<&Value>,
+    ) -> Result<Option<GlobSet>, ConfigError> {
+        let Some(value) = value else { return Ok(None) };
+        let mut builder = GlobSetBuilder::new();
+        for pattern in self.strings(s, key, Some(value))? {
+            let glob = Glob::new(&pattern).map_err(|e| {
+                self.key_error(s, key, format!("bad glob '{pattern}': {}", e.kind()))
+            })?;
+            builder.add(glob);
+        }
+        builder
+            .build()
+            .map(Some)
+            .map_err(|e| self.key_error(s, key, e.to_string()))
+    }
+
+    fn millis(&self, s: &str, key: &str, value: &Value) -> Result<Duration, ConfigError> {
+        Ok(Duration::from_millis(self.positive(s, key, value)? as u64))
+    }
+
+    fn positive(&self, s: &str, key: &str, value: &Value) -> Result<usize, ConfigError> {
+        match value.as_integer() {
+            Some(n) if n > 0 => usize::try_from(n).map_err(|_| self.key_error(s, key, "too large")),
+            _ => Err(self.key_error(
+                s,
+                key,
+                format!("expected a positive integer, found {value}"),
+            )),
+        }
+    }
+}
+
+pub(super) fn unknown(key: &str, known: &[&str]) -> String {
+    let closest = known
+        .iter()
+        .map(|k| (strsim::levenshtein(key, k), *k))
+        .filter(|(d, _)| *d <= 3)
+        .min();
+    match closest {
+        Some((_, k)) => format!("unknown key (did you mean '{k}'?)"),
+        None => format!("unknown key (known keys: {})", known.join(", ")),
+    }
+}
+
+/// Replaces `${VAR}` with the variable's value; `$$` is a literal `$`. Any other `$` stays.
+pub fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("$$") {
+            out.push('$');
+            rest = after;
+        } else if let Some(body) = tail.strip_prefix("${") {
+            let end = body
+                .find('}')
+                .ok_or_else(|| format!("unclosed '${{' in \"{raw}\""))?;
+            let name = &body[..end];
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!("'${{{name}}}' is not a valid variable name"));
+            }
+            let value = env(name).ok_or_else(|| {
+                format!("environment variable '{name}' is not set (write $$ for a literal $)")
+            })?;
+            out.push_str(&value);
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
