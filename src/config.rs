@@ -36,12 +36,8 @@ pub const DEFAULT_CONFIG: &str = include_str!("../servers.toml");
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{file}: cannot read: {source}")]
-    Read {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{file}: cannot read: {error}")]
+    Read { file: String, error: std::io::Error },
     /// The file is not valid TOML.
     #[error("{file}: not valid TOML: {message}")]
     Syntax { file: String, message: String },
@@ -170,9 +166,9 @@ impl Config {
     /// Reads and validates one file; relative paths in it resolve against its folder.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             file: file.clone(),
-            source,
+            error,
         })?;
         let base = path
             .parent()

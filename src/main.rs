@@ -76,7 +76,20 @@ enum Command {
     },
 }
 
-fn main() -> Result<()> {
+fn main() {
+    let code = match start() {
+        Ok(code) => code,
+        Err(error) => {
+            // The error chain in one line; no backtrace, whatever RUST_BACKTRACE says.
+            eprintln!("planmux: {error:#}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Everything `main` does; its error is reported on one line.
+fn start() -> Result<i32> {
     let cli = Cli::parse();
     let serving = matches!(
         cli.command,
@@ -93,10 +106,10 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let code = runtime.block_on(run(cli))?;
+    let code = runtime.block_on(run(cli));
     // Do not wait for blocked stdin readers: everything that matters is closed by now.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    std::process::exit(code);
+    code
 }
 
 async fn run(cli: Cli) -> Result<i32> {

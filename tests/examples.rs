@@ -251,3 +251,33 @@ fn no_subcommand_means_serve() -> anyhow::Result<()> {
     assert!(child.wait()?.success());
     Ok(())
 }
+
+/// A broken config is one line on stderr naming the file, the section and the key, and
+/// exit code 1, whatever RUST_BACKTRACE says.
+#[test]
+fn a_broken_config_is_one_clear_line() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::write(&config, "[servers.x]\ncomand = \"y\"\n")?;
+    for command in ["serve", "check", "tools"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_planmux"))
+            .arg(command)
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_BACKTRACE", "1")
+            .stdin(std::process::Stdio::null())
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        assert_eq!(
+            stderr.trim(),
+            format!(
+                "planmux: {}: [servers.x]: key 'comand': unknown key (did you mean 'command'?)",
+                config.display()
+            ),
+            "{command}"
+        );
+        assert!(out.stdout.is_empty(), "{command}: nothing on stdout");
+    }
+    Ok(())
+}
