@@ -214,3 +214,13 @@ fn expand_vars_cases() {
         assert_eq!(got.as_deref().map_err(String::as_str), *want, "for {raw:?}");
     }
 }
+
+#[test]
+fn the_example_npm_config_is_valid() -> Result<(), ConfigError> {
+    let text = include_str!("../../examples/servers-npm.toml");
+    let home = |name: &str| (name == "HOME").then(|| "/home/me".to_string());
+    let config = Config::parse(text, "servers-npm.toml", Path::new("/cfg"), &home)?;
+    assert_eq!(config.servers.len(), 4);
+    assert!(!config.servers[0].keeps("move_file"));
+    Ok(())
+}
