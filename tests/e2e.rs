@@ -616,3 +616,58 @@ async fn the_hosts_log_level_filters_relayed_messages() -> R {
     );
     Ok(())
 }
+
+/// An HTTP server's `headers` (with `${VAR}` from planmux's environment) are sent with
+/// its requests: a listener here records the first request planmux makes.
+#[test]
+fn http_servers_get_their_configured_headers() -> R {
+    use std::io::{Read, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let seen = std::thread::spawn(move || -> std::io::Result<String> {
+        let (mut socket, _) = listener.accept()?;
+        socket.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            request.extend_from_slice(&buf[..n]);
+        }
+        socket.write_all(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        )?;
+        Ok(String::from_utf8_lossy(&request).to_string())
+    });
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{PLANMUX_TEST_TOKEN}}\", X-Team = \"ops\" }}\nstartup_timeout_ms = 5000\n"
+        ),
+    )?;
+    let out = Command::new(common::bin())
+        .args(["check", "--config"])
+        .arg(&config)
+        .env("PLANMUX_TEST_TOKEN", "s3cret")
+        .output()?;
+    let request = seen
+        .join()
+        .map_err(|_| anyhow::anyhow!("listener panicked"))??
+        .to_lowercase();
+    assert!(request.starts_with("post /mcp"), "{request}");
+    assert!(
+        request.contains("authorization: bearer s3cret"),
+        "{request}"
+    );
+    assert!(request.contains("x-team: ops"), "{request}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the fake server refused, so check reports it"
+    );
+    Ok(())
+}
