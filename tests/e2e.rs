@@ -671,3 +671,30 @@ fn http_servers_get_their_configured_headers() -> R {
     );
     Ok(())
 }
+
+/// A stdio server runs in its `cwd` (relative to the config's folder) with planmux's
+/// environment plus its `env`: the server below starts only if both hold.
+#[test]
+fn stdio_servers_get_their_cwd_and_env() -> R {
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir(dir.path().join("work"))?;
+    let expected = dir.path().join("work").canonicalize()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.picky]\ncommand = \"sh\"\nargs = [\"-c\", \"[ \\\"$(pwd -P)\\\" = '{}' ] && [ \\\"$FOO\\\" = bar-s3cret ] && [ -n \\\"$PATH\\\" ] && exec {} demo chaos\"]\ncwd = \"work\"\nenv = {{ FOO = \"bar-${{PLANMUX_TEST_TOKEN}}\" }}\n",
+            expected.display(),
+            common::bin()
+        ),
+    )?;
+    let out = Command::new(common::bin())
+        .args(["check", "--config"])
+        .arg(&config)
+        .env("PLANMUX_TEST_TOKEN", "s3cret")
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("0 of 1 servers failed"), "{report}");
+    Ok(())
+}
