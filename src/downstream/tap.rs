@@ -107,6 +107,11 @@ impl<T> ProgressTap<T> {
 impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
     type Error = T::Error;
 
+    /// Shown in rmcp's errors: a short name rather than this wrapper's type path.
+    fn name() -> std::borrow::Cow<'static, str> {
+        "downstream connection".into()
+    }
+
     fn send(
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
