@@ -190,6 +190,32 @@ async def exercise(client: Client, checks: Checks, summary: dict[str, Any], stdi
         checks.expect(result.structured_content == {"via": server} and not result.is_error,
                       f"{name} through a stdio child: {dump(result)}")
 
+    # execute_plan: its structured result must satisfy its own outputSchema (the SDK checks),
+    # and progress comes once per finished step.
+    plan = {
+        "steps": [
+            {"id": "list", "tool": "metrics__list_metrics", "args": {"category": "compute"}},
+            {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "$ref:list.metrics[0].name"}},
+            {"id": "check", "tool": "metrics__check_threshold",
+             "args": {"metric": "${cpu.name}", "value": "$ref:cpu.current", "threshold": 80, "op": "gt"}},
+        ],
+        "outputs": {"exceeded": "$ref:check.exceeded", "cpu": "cpu"},
+    }
+    plan_progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_plan_progress(progress: float, total: float | None, message: str | None) -> None:
+        plan_progress.append((progress, total, message))
+
+    ran = await client.call_tool("execute_plan", plan, progress_callback=on_plan_progress)
+    calls["execute_plan"] = dump(ran)
+    result = ran.structured_content or {}
+    checks.expect(not ran.is_error and result.get("status") == "succeeded", f"execute_plan failed: {dump(ran)}")
+    checks.expect(result.get("outputs", {}).get("exceeded") is False, f"execute_plan outputs: {result!r}")
+    checks.expect([(p, t) for p, t, _ in plan_progress] == [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)],
+                  f"execute_plan progress: expected 1, 2, 3 of 3, saw {plan_progress!r}")
+    invalid = await client.call_tool("execute_plan", {"steps": [{"tool": "metrics__nope"}]})
+    checks.expect(invalid.is_error is True, f"an invalid plan did not report isError: {dump(invalid)}")
+
     # An unknown tool is a JSON-RPC error (the SDK raises MCPError), and the session survives it.
     try:
         bogus = await client.call_tool("chaos__no_such_tool", {})
