@@ -16,6 +16,8 @@ use super::template::{Ref, RefSource, Template};
 use super::tools::{ToolMatch, ToolSpec, resolve_tool};
 use super::validated::{Dependency, DependencyKind, Limits, Pipe, PlannedStep, ValidatedPlan};
 
+mod outputs;
+
 /// The meta-tool's own name; a plan may not call it.
 pub const EXECUTE_PLAN_TOOL: &str = "execute_plan";
 /// The argument that receives the previous output under `chained` unless `pipe_to` says.
@@ -70,23 +72,7 @@ pub fn validate(
             steps.push(v.planned(i, step, spec, args, after, pipe));
         }
     }
-    let selections = v.selections();
-    let outputs = if selections.is_empty() {
-        v.outputs()
-    } else {
-        // The steps the selections read are what the plan asked for.
-        let mut read = Vec::new();
-        for (_, template) in &selections {
-            template.visit_refs(&mut |r: &Ref, _| {
-                if let Some(id) = r.source.step()
-                    && !read.contains(id)
-                {
-                    read.push(id.clone());
-                }
-            });
-        }
-        Some(read)
-    };
+    let (selections, outputs) = v.asked();
     v.cycles(&edges);
     if !v.issues.is_empty() {
         sort_issues(&mut v.issues);
@@ -472,66 +458,6 @@ impl<'p> Validator<'p> {
             output_slots: step.output_slots.clone(),
             description: step.description.clone(),
         }
-    }
-
-    /// The named output selections, their references bound to steps.
-    fn selections(&mut self) -> Vec<(String, Template)> {
-        let mut bound = Vec::new();
-        for (name, template) in &self.plan.selections {
-            let at = format!("outputs.{name}");
-            let mut map = |raw: &RawRef, below: &str| -> Option<Ref> {
-                let at = format!("{at}{below}");
-                let source = match &raw.root {
-                    RawRoot::Input => RefSource::Input,
-                    RawRoot::State(slot) => {
-                        let kind = IssueKind::BadReference {
-                            text: raw.text.clone(),
-                            message: format!(
-                                "outputs cannot read state slot '{slot}'; name the step that writes it"
-                            ),
-                        };
-                        self.issue(at, kind);
-                        return None;
-                    }
-                    root => {
-                        let target = self.step_index(root, &raw.text, &at)?;
-                        RefSource::Output(StepId::new(self.plan.steps[target].id.clone()))
-                    }
-                };
-                Some(Ref {
-                    text: raw.text.clone(),
-                    source,
-                    path: raw.path.clone(),
-                    query: raw.query.clone(),
-                })
-            };
-            if let Some(template) = template.map_refs(&mut map) {
-                bound.push((name.clone(), template));
-            }
-        }
-        bound
-    }
-
-    fn outputs(&mut self) -> Option<Vec<StepId>> {
-        let listed = self.plan.outputs.as_ref()?;
-        let mut ids = Vec::new();
-        for (k, name) in listed.iter().enumerate() {
-            let root = match refs::parse_reference(name, false) {
-                Ok(parsed)
-                    if parsed.path.is_empty() && matches!(parsed.root, RawRoot::Index(_)) =>
-                {
-                    parsed.root
-                }
-                _ => RawRoot::Step(name.clone()),
-            };
-            if let Some(i) = self.step_index(&root, name, &format!("outputs[{k}]")) {
-                let id = StepId::new(self.plan.steps[i].id.clone());
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
-            }
-        }
-        Some(ids)
     }
 
     /// The positions step's references and `depends_on` point at.
