@@ -39,7 +39,6 @@ pub enum State {
     /// Not connected: it failed to start or died. The next call after `retry_at`
     /// restarts it; calls before that fail at once with `error`.
     Failed {
-        since: Instant,
         error: String,
         failures: u32,
         retry_at: Instant,
@@ -202,7 +201,6 @@ impl Server {
                     .min(MAX_BACKOFF);
                 tracing::warn!(server = %name, error = %error, retry_in_ms = backoff.as_millis() as u64, "failed to start");
                 self.transition(State::Failed {
-                    since: Instant::now(),
                     error: error.clone(),
                     failures,
                     retry_at: Instant::now() + backoff,
@@ -286,7 +284,6 @@ impl Server {
         {
             tracing::warn!(server = %self.config.name, reason = %reason, "downstream exited; it restarts at the next call");
             *state = State::Failed {
-                since: Instant::now(),
                 error: reason,
                 failures: 0,
                 retry_at: Instant::now(),
