@@ -145,16 +145,9 @@ async fn progress_is_forwarded_with_the_hosts_token() -> R {
 #[tokio::test]
 async fn host_cancellation_reaches_the_downstream() -> R {
     let proxy = start(&chaos_config("")).await?;
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
-        "chaos__sleep",
-        json!({"ms": 20000}),
-    )));
-    let handle = proxy
-        .client
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
+    proxy
+        .call_then_cancel("chaos__sleep", json!({"ms": 20000}), "test")
         .await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    handle.cancel(Some("test".into())).await?;
     // The downstream counted the cancellation (its sleep stopped early).
     let counted = common::wait_for_cancelled(&proxy, "chaos__count", 1).await?;
     assert!(counted, "downstream never saw the cancellation");

@@ -340,28 +340,11 @@ async fn everything_long_running_operation_reports_progress() -> R {
         text(&result),
         "Long running operation completed. Duration: 1 seconds, Steps: 4."
     );
-    let progress_of = |s: &common::Seen| {
-        s.progress
-            .iter()
-            .filter(|p| p.progress_token == token)
-            .cloned()
-            .collect::<Vec<_>>()
-    };
     let all = eventually(Duration::from_secs(2), || {
-        proxy
-            .recorder
-            .seen
-            .lock()
-            .map(|s| progress_of(&s).len() >= 4)
-            .unwrap_or(false)
+        proxy.progress_for(&token).len() >= 4
     })
     .await;
-    let progress = proxy
-        .recorder
-        .seen
-        .lock()
-        .map(|s| progress_of(&s))
-        .unwrap_or_default();
+    let progress = proxy.progress_for(&token);
     assert!(
         all,
         "expected 4 progress notifications with the request's token {token:?}, got {progress:?}"
@@ -474,19 +457,7 @@ async fn everything_long_running_operation_cancels_promptly() -> R {
         .send_cancellable_request(request, options)
         .await?;
     let token = handle.progress_token.clone();
-    let count = |proxy: &common::Proxy| {
-        proxy
-            .recorder
-            .seen
-            .lock()
-            .map(|s| {
-                s.progress
-                    .iter()
-                    .filter(|p| p.progress_token == token)
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    let count = |proxy: &common::Proxy| proxy.progress_for(&token).len();
     assert!(
         eventually(Duration::from_secs(5), || count(&proxy) >= 1).await,
         "no progress before cancelling"
@@ -627,19 +598,7 @@ async fn everything_over_streamable_http_round_trips() -> R {
         matches!(response, ServerResult::CallToolResult(_)),
         "{response:?}"
     );
-    let count = || {
-        proxy
-            .recorder
-            .seen
-            .lock()
-            .map(|s| {
-                s.progress
-                    .iter()
-                    .filter(|p| p.progress_token == sent)
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    let count = || proxy.progress_for(&sent).len();
     assert!(
         eventually(Duration::from_secs(2), || count() >= 3).await,
         "progress over HTTP: {} of 3",

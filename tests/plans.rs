@@ -151,13 +151,9 @@ async fn progress_comes_once_per_finished_step() -> R {
 async fn cancelling_a_plan_cancels_its_steps_downstream() -> R {
     let proxy = start(&config("")).await?;
     let plan = json!({"steps": [{"id": "long", "tool": "chaos__sleep", "args": {"ms": 30000}}]});
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call("execute_plan", plan)));
-    let handle = proxy
-        .client
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
+    proxy
+        .call_then_cancel("execute_plan", plan, "changed my mind")
         .await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    handle.cancel(Some("changed my mind".into())).await?;
     let cancelled = common::wait_for_cancelled(&proxy, "chaos__count", 1).await?;
     assert!(cancelled, "the downstream sleep was not cancelled");
     Ok(())

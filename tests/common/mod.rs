@@ -343,3 +343,42 @@ impl RawProxy {
         Ok(child.wait()?)
     }
 }
+
+impl Proxy {
+    /// The progress notifications seen so far for one token, in arrival order.
+    pub fn progress_for(
+        &self,
+        token: &rmcp::model::ProgressToken,
+    ) -> Vec<ProgressNotificationParam> {
+        self.recorder
+            .seen
+            .lock()
+            .map(|s| {
+                s.progress
+                    .iter()
+                    .filter(|p| &p.progress_token == token)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Sends `tools/call` for `name`, lets it run 300 ms, then cancels it (a
+    /// `notifications/cancelled` from the client).
+    pub async fn call_then_cancel(
+        &self,
+        name: &str,
+        args: Value,
+        reason: &str,
+    ) -> anyhow::Result<()> {
+        use rmcp::model::{CallToolRequest, ClientRequest};
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(name, args)));
+        let handle = self
+            .client
+            .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+            .await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        handle.cancel(Some(reason.into())).await?;
+        Ok(())
+    }
+}
