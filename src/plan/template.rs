@@ -41,6 +41,18 @@ pub struct Ref {
     pub query: Option<JsonQuery>,
 }
 
+impl Ref {
+    /// `raw` bound to what validation found it reads.
+    pub fn bind(raw: &RawRef, source: RefSource) -> Self {
+        Ref {
+            text: raw.text.clone(),
+            source,
+            path: raw.path.clone(),
+            query: raw.query.clone(),
+        }
+    }
+}
+
 /// A JSON tree with reference nodes. `R` is [`RawRef`] after parsing and [`Ref`] after
 /// validation.
 #[derive(Debug, Clone, PartialEq)]

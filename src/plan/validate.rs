@@ -321,12 +321,7 @@ impl<'p> Validator<'p> {
                     RefSource::Output(StepId::new(self.plan.steps[target].id.clone()))
                 }
             };
-            Some(Ref {
-                text: raw.text.clone(),
-                source,
-                path: raw.path.clone(),
-                query: raw.query.clone(),
-            })
+            Some(Ref::bind(raw, source))
         };
         args.map_refs(&mut map)
     }

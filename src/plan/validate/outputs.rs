@@ -51,12 +51,7 @@ impl Validator<'_> {
                         RefSource::Output(StepId::new(self.plan.steps[target].id.clone()))
                     }
                 };
-                Some(Ref {
-                    text: raw.text.clone(),
-                    source,
-                    path: raw.path.clone(),
-                    query: raw.query.clone(),
-                })
+                Some(Ref::bind(raw, source))
             };
             if let Some(template) = template.map_refs(&mut map) {
                 bound.push((name.clone(), template));
