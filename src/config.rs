@@ -69,6 +69,9 @@ pub struct ProxySettings {
     pub max_plan_steps: usize,
     pub max_output_chars: usize,
     pub startup_timeout: Duration,
+    /// Largest and deepest message accepted from the host or a downstream
+    /// (`max_message_bytes`, `max_nesting`).
+    pub wire: crate::wire::Limits,
 }
 
 impl Default for ProxySettings {
@@ -81,6 +84,7 @@ impl Default for ProxySettings {
             max_plan_steps: DEFAULT_MAX_PLAN_STEPS,
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             startup_timeout: Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS),
+            wire: crate::wire::Limits::default(),
         }
     }
 }
@@ -121,6 +125,8 @@ pub struct ServerConfig {
     pub startup_timeout: Duration,
     /// Concurrent calls a plan may make to this server (`None`: only the plan's limit).
     pub max_concurrency: Option<usize>,
+    /// Message limits on this server's connection (from `[proxy]`).
+    pub wire: crate::wire::Limits,
 }
 
 impl ServerConfig {

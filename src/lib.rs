@@ -11,3 +11,4 @@ pub mod exec;
 pub mod plan;
 pub mod telemetry;
 pub mod upstream;
+pub mod wire;

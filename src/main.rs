@@ -2,9 +2,7 @@
 #![allow(clippy::print_stdout)] // the CLI's output is its job; `serve` never prints
 
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
@@ -14,9 +12,9 @@ use planmux::downstream::{Downstreams, HostLink};
 use planmux::exec::{Observer, PlanRunner, RunRecord, RunStatus, StepRecord};
 use planmux::plan::{PlanIssue, PlannedStep, dot, mermaid, render_issues, schedule};
 use planmux::upstream::Upstream;
+use planmux::wire::LineTransport;
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
 /// planmux: one MCP server in front of many, with whole-plan execution.
@@ -144,16 +142,14 @@ async fn serve(config: Config) -> Result<()> {
         async move { downstreams.connect_all().await }
     });
     let (reader, writer) = rmcp::transport::io::stdio_pipes();
-    let eof = CancellationToken::new();
-    let reader = EofSignal {
-        inner: reader,
-        eof: eof.clone(),
-    };
+    let transport = LineTransport::new(reader, writer, config.proxy.wire, "the host").serving();
+    // The host hanging up is noticed even while rmcp is still draining requests.
+    let eof = transport.eof();
     let runner = Arc::new(PlanRunner::new(downstreams.clone(), &config));
     let upstream = Upstream::new(downstreams.clone(), runner, host, shutdown.clone());
     let outcome = async {
         let service = upstream
-            .serve((reader, writer))
+            .serve(transport)
             .await
             .context("MCP handshake with the host failed")?;
         let stop = service.cancellation_token();
@@ -193,31 +189,6 @@ async fn terminated() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
-    }
-}
-
-/// Passes reads through and cancels `eof` when the reader reaches end of file, so planmux
-/// notices the host hanging up even while rmcp is still draining requests.
-struct EofSignal<R> {
-    inner: R,
-    eof: CancellationToken,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for EofSignal<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(poll, Poll::Ready(Ok(())))
-            && buf.filled().len() == before
-            && buf.remaining() > 0
-        {
-            self.eof.cancel();
-        }
-        poll
     }
 }
 

@@ -18,6 +18,8 @@ const PROXY_KEYS: &[&str] = &[
     "max_plan_steps",
     "max_output_chars",
     "startup_timeout_ms",
+    "max_message_bytes",
+    "max_nesting",
 ];
 const SERVER_KEYS: &[&str] = &[
     "command",
@@ -102,6 +104,8 @@ impl Cx<'_> {
                 "max_concurrency" => p.max_concurrency = self.positive(s, key, value)?,
                 "max_plan_steps" => p.max_plan_steps = self.positive(s, key, value)?,
                 "max_output_chars" => p.max_output_chars = self.positive(s, key, value)?,
+                "max_message_bytes" => p.wire.max_message_bytes = self.positive(s, key, value)?,
+                "max_nesting" => p.wire.max_nesting = self.positive(s, key, value)?,
                 other => return Err(self.key_error(s, other, unknown(other, PROXY_KEYS))),
             }
         }
@@ -202,6 +206,7 @@ impl Cx<'_> {
             max_concurrency: get("max_concurrency")
                 .map(|v| self.positive(s, "max_concurrency", v))
                 .transpose()?,
+            wire: proxy.wire,
         })
     }
 

@@ -24,6 +24,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
+use crate::wire::{Limits, LineTransport};
+
 /// Which demo server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DemoKind {
@@ -165,9 +167,9 @@ impl ServerHandler for DemoServer {
 /// Serves one demo over this process's stdin/stdout until the client disconnects.
 pub async fn serve_stdio(kind: DemoKind, root: Option<PathBuf>) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let server = DemoServer::new(kind, root)
-        .serve(rmcp::transport::io::stdio_pipes())
-        .await?;
+    let (read, write) = rmcp::transport::io::stdio_pipes();
+    let transport = LineTransport::new(read, write, Limits::default(), "the client").serving();
+    let server = DemoServer::new(kind, root).serve(transport).await?;
     server.waiting().await?;
     Ok(())
 }

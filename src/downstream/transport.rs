@@ -3,15 +3,14 @@
 //! the only place planmux spawns processes.
 
 use std::collections::{HashMap, VecDeque};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
@@ -21,6 +20,7 @@ use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
 use crate::config::{ServerConfig, Transport};
 use crate::demo::DemoServer;
+use crate::wire::LineTransport;
 
 /// How many of a child's last stderr lines are kept to explain why it failed.
 const STDERR_TAIL_LINES: usize = 8;
@@ -32,6 +32,8 @@ pub const TERM_GRACE: Duration = Duration::from_millis(500);
 /// A live client connection to one downstream.
 pub(crate) struct Connected {
     pub(crate) service: RunningService<RoleClient, Relay>,
+    /// The child process, for stdio servers; dropping it kills the child.
+    pub(crate) child: Option<Box<dyn ChildWrapper>>,
     /// The child's process group, for stdio servers.
     pub(crate) group: Option<ProcessGroupGuard>,
     /// The last lines the child wrote to stderr.
@@ -116,14 +118,18 @@ pub(crate) async fn connect(
             cwd,
         } => {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
+            cmd.args(args)
+                .envs(env)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
+            die_with_parent(&mut cmd);
             let mut wrap = CommandWrap::from(cmd);
             wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-            let (child, stderr) = TokioChildProcess::builder(wrap)
-                .stderr(std::process::Stdio::piped())
+            let mut child = wrap
                 .spawn()
                 .map_err(|e| format!("cannot start '{command}': {e}"))?;
             let group =
@@ -133,8 +139,15 @@ pub(crate) async fn connect(
                     .map(|id| ProcessGroupGuard {
                         pgid: Pid::from_raw(id),
                     });
+            let pipes = (
+                child.inner_mut().stdout().take(),
+                child.inner_mut().stdin().take(),
+            );
+            let (Some(stdout), Some(stdin)) = pipes else {
+                return Err(format!("cannot start '{command}': its pipes are missing"));
+            };
             let tail = StderrTail::default();
-            if let Some(stderr) = stderr {
+            if let Some(stderr) = child.inner_mut().stderr().take() {
                 let tail = tail.clone();
                 let server = config.name.clone();
                 tracker.spawn(async move {
@@ -145,9 +158,11 @@ pub(crate) async fn connect(
                     }
                 });
             }
-            match relay.serve(ProgressTap::new(child, routes)).await {
+            let transport = LineTransport::new(stdout, stdin, config.wire, peer_name(config));
+            match relay.serve(ProgressTap::new(transport, routes)).await {
                 Ok(service) => Ok(Connected {
                     service,
+                    child: Some(child),
                     group,
                     stderr: tail,
                 }),
@@ -177,6 +192,7 @@ pub(crate) async fn connect(
                 .map_err(|e| format!("cannot connect to {url}: {e}"))?;
             Ok(Connected {
                 service,
+                child: None,
                 group: None,
                 stderr: StderrTail::default(),
             })
@@ -184,25 +200,62 @@ pub(crate) async fn connect(
         Transport::Builtin { kind, root } => {
             let (client_io, server_io) = tokio::io::duplex(64 * 1024);
             let server = DemoServer::new(*kind, root.clone());
+            let (read, write) = tokio::io::split(server_io);
+            let served = LineTransport::new(read, write, config.wire, "planmux").serving();
             tracker.spawn(async move {
-                if let Ok(running) = server.serve(server_io).await {
+                if let Ok(running) = server.serve(served).await {
                     let _ = running.waiting().await;
                 }
             });
             let (read, write) = tokio::io::split(client_io);
-            let transport = AsyncRwTransport::new_client(read, write);
+            let transport = LineTransport::new(read, write, config.wire, peer_name(config));
             let service = relay
                 .serve(ProgressTap::new(transport, routes))
                 .await
                 .map_err(|e| format!("handshake failed: {e}"))?;
             Ok(Connected {
                 service,
+                child: None,
                 group: None,
                 stderr: StderrTail::default(),
             })
         }
     }
 }
+
+/// How a server is named in messages about its connection.
+fn peer_name(config: &ServerConfig) -> String {
+    format!("server '{}'", config.name)
+}
+
+/// On Linux, the child is killed when planmux dies, even by SIGKILL, so a server that
+/// ignores the end of its stdin cannot outlive it. The kernel sends the signal when the
+/// *thread* that spawned the child exits, not the process: planmux spawns children only
+/// from its runtime's threads, which live as long as it does. Elsewhere (macOS) there is
+/// no such signal: a child sees its stdin close when planmux dies and is expected to exit.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut tokio::process::Command) {
+    use nix::sys::prctl::set_pdeathsig;
+    use nix::unistd::getppid;
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed. It makes two system calls (prctl, getppid),
+    // allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            set_pdeathsig(Signal::SIGKILL)?;
+            // planmux died between fork and prctl: the signal will never come.
+            if getppid() != parent {
+                return Err(std::io::Error::other("planmux exited"));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut tokio::process::Command) {}
 
 /// Runs until the connection ends. Returns why when it ended by itself (the server
 /// exited or hung up); `None` when `stop` asked it to close. Either way, when this returns
@@ -213,6 +266,7 @@ pub(crate) async fn watch(
 ) -> Option<String> {
     let Connected {
         service,
+        child: _child,
         group,
         stderr,
     } = connected;

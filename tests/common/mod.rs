@@ -317,15 +317,18 @@ impl RawProxy {
         Ok(())
     }
 
-    /// Reads one JSON-RPC message.
+    /// Reads one JSON-RPC message (nested as deeply as planmux lets through).
     pub fn read(&mut self) -> anyhow::Result<Value> {
+        use serde::Deserialize;
         use std::io::BufRead;
         let mut line = String::new();
         anyhow::ensure!(
             self.stdout.read_line(&mut line)? > 0,
             "planmux closed stdout"
         );
-        Ok(serde_json::from_str(&line)?)
+        let mut parser = serde_json::Deserializer::from_str(&line);
+        parser.disable_recursion_limit();
+        Ok(Value::deserialize(&mut parser)?)
     }
 
     /// Sends a request line and reads the next message.

@@ -1,0 +1,544 @@
+//! JSON-RPC over a newline-delimited byte stream (stdio, a child's pipes, an in-memory
+//! pipe), with limits that answer instead of dropping.
+//!
+//! rmcp's own line transport drops a line over 16 MiB or nested deeper than serde's 128
+//! levels without a word: a host's request then never gets an answer, and a downstream's
+//! answer never reaches the call waiting for it, which times out a minute later blaming
+//! the server. This transport reads lines with a size cap (`max_message_bytes`) and a
+//! nesting cap (`max_nesting`), and when it cannot deliver a message whose id it can read,
+//! it says why at once: a request gets an error reply, and a response becomes an error
+//! response for the call that waits for it.
+//!
+//! It also drops notifications that arrive before the peer's first request when serving
+//! (a host that sends `notifications/initialized` too early must not end the session).
+
+use std::io;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, NumberOrString};
+use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Largest message accepted by default: well above the 16 MiB at which rmcp gives up, so
+/// a tool that returns a 20 MB file (which arrives twice, as text and as structured
+/// content) still gets through.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Deepest nesting accepted by default: far beyond any real tool result (serde's own
+/// limit is 128, which a long plan chain reaches), shallow enough for the parser's stack.
+pub const DEFAULT_MAX_NESTING: usize = 512;
+/// How much of an oversized line is kept to find its id: ids come first in practice.
+const HEAD_BYTES: usize = 64 * 1024;
+/// Frames waiting for the writer: senders wait beyond this, so memory stays bounded even
+/// when the peer stops reading.
+const WRITE_QUEUE: usize = 64;
+
+/// The two limits on one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest line, in bytes.
+    pub max_message_bytes: usize,
+    /// Deepest nesting of arrays and objects.
+    pub max_nesting: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_nesting: DEFAULT_MAX_NESTING,
+        }
+    }
+}
+
+/// One frame for the writer task, with where to report how writing it went.
+type Frame = (Vec<u8>, Option<oneshot::Sender<io::Result<()>>>);
+
+/// A bounded newline-delimited JSON-RPC transport for role `R`.
+pub struct LineTransport<R: ServiceRole, In> {
+    read: BufReader<In>,
+    line: Vec<u8>,
+    /// Bytes of the oversized line being skipped, once it passed the limit.
+    skipping: Option<usize>,
+    limits: Limits,
+    /// Who is at the other end, for messages ("the host", "server 'fs'").
+    peer: String,
+    writer: mpsc::Sender<Frame>,
+    /// An error reply that could not be queued yet (the queue was full).
+    reply: Option<Vec<u8>>,
+    /// Serving: notifications before the first request are dropped.
+    awaiting_request: bool,
+    /// Cancelled when the peer closes its side.
+    eof: CancellationToken,
+    _role: PhantomData<fn() -> R>,
+}
+
+impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In> {
+    /// A transport reading `read` and writing `write`; `peer` names the other end in
+    /// messages. The writer runs on its own task, which ends when the transport is
+    /// dropped or closed, after writing what was queued.
+    pub fn new<Out>(read: In, write: Out, limits: Limits, peer: impl Into<String>) -> Self
+    where
+        Out: AsyncWrite + Send + Unpin + 'static,
+    {
+        let (writer, queue) = mpsc::channel(WRITE_QUEUE);
+        tokio::spawn(write_frames(write, queue));
+        Self {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            skipping: None,
+            limits,
+            peer: peer.into(),
+            writer,
+            reply: None,
+            awaiting_request: false,
+            eof: CancellationToken::new(),
+            _role: PhantomData,
+        }
+    }
+
+    /// Drops notifications and responses until the peer's first request: for serving,
+    /// where rmcp ends the session on anything but a request before the handshake.
+    pub fn serving(mut self) -> Self {
+        self.awaiting_request = true;
+        self
+    }
+
+    /// A token cancelled when the peer closes its side of the stream.
+    pub fn eof(&self) -> CancellationToken {
+        self.eof.clone()
+    }
+
+    /// Reads one line into `self.line`, never holding more than the limit. Cancel-safe:
+    /// a partial line stays in `self.line` for the next call.
+    async fn read_line(&mut self) -> Option<Line> {
+        loop {
+            let available = match self.read.fill_buf().await {
+                Ok(available) => available,
+                Err(error) => {
+                    tracing::warn!(peer = %self.peer, %error, "read failed");
+                    return None;
+                }
+            };
+            if available.is_empty() {
+                return None;
+            }
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(available.len(), |at| at + 1);
+            let mut done = None;
+            match self.skipping.as_mut() {
+                Some(skipped) => {
+                    *skipped += take;
+                    if newline.is_some() {
+                        done = Some(Line::Oversized(*skipped));
+                    }
+                }
+                None if self.line.len() + take > self.limits.max_message_bytes => {
+                    // Keep the head (the id is there), skip the rest.
+                    let room = HEAD_BYTES.saturating_sub(self.line.len()).min(take);
+                    self.line.extend_from_slice(&available[..room]);
+                    let size = self.line.len() - room + take;
+                    if newline.is_some() {
+                        done = Some(Line::Oversized(size));
+                    } else {
+                        self.skipping = Some(size);
+                    }
+                }
+                None => {
+                    self.line.extend_from_slice(&available[..take]);
+                    if newline.is_some() {
+                        done = Some(Line::Whole);
+                    }
+                }
+            }
+            self.read.consume(take);
+            if let Some(line) = done {
+                self.skipping = None;
+                return Some(line);
+            }
+        }
+    }
+
+    /// What to do with the line in `self.line`.
+    fn decode(&mut self, line: Line) -> Decoded<R> {
+        let text = trim(&self.line);
+        if text.is_empty() {
+            return Decoded::Skip;
+        }
+        let envelope = Envelope::scan(text);
+        let problem = match line {
+            Line::Oversized(size) => Problem::TooLarge(size),
+            Line::Whole => match nesting(text) {
+                depth if depth > self.limits.max_nesting => Problem::TooDeep(depth),
+                _ => match parse::<R>(text) {
+                    Ok(message) => return self.admit(message),
+                    Err(error) => Problem::Invalid(error),
+                },
+            },
+        };
+        self.reject(envelope, problem)
+    }
+
+    /// Passes a parsed message on, unless it is a notification before the first request.
+    fn admit(&mut self, message: RxJsonRpcMessage<R>) -> Decoded<R> {
+        if self.awaiting_request {
+            if !matches!(message, JsonRpcMessage::Request(_)) {
+                tracing::debug!(peer = %self.peer, "ignoring a message before the first request");
+                return Decoded::Skip;
+            }
+            self.awaiting_request = false;
+        }
+        Decoded::Message(message)
+    }
+
+    /// The answer to a message that cannot be delivered: an error reply to a request, an
+    /// error response in place of a response, or (with no readable id) a log line.
+    fn reject(&self, envelope: Envelope, problem: Problem) -> Decoded<R> {
+        let message = problem.describe(&self.peer, &self.limits);
+        let Some(id) = envelope.id else {
+            tracing::warn!(peer = %self.peer, "dropped a message without a readable id: {message}");
+            return Decoded::Skip;
+        };
+        match envelope.kind {
+            Kind::Request => {
+                tracing::warn!(peer = %self.peer, %id, "refused a request: {message}");
+                let error = ErrorData::new(problem.code(), message, None);
+                let reply = JsonRpcError::new(Some(id), error);
+                match serde_json::to_vec(&reply) {
+                    Ok(bytes) => Decoded::Reply(bytes),
+                    Err(_) => Decoded::Skip,
+                }
+            }
+            Kind::Response => {
+                tracing::warn!(peer = %self.peer, %id, "an answer could not be read: {message}");
+                let error = ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None);
+                Decoded::Message(JsonRpcMessage::Error(JsonRpcError::new(Some(id), error)))
+            }
+            Kind::Notification => Decoded::Skip,
+        }
+    }
+}
+
+impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for LineTransport<R, In> {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<R>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.writer.clone();
+        let bytes = serde_json::to_vec(&item);
+        async move {
+            let bytes = bytes.map_err(io::Error::other)?;
+            let (done, written) = oneshot::channel();
+            writer
+                .send((bytes, Some(done)))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::NotConnected, "the stream is closed"))?;
+            written
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::NotConnected, "the stream is closed"))?
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<R>> {
+        loop {
+            if self.reply.is_some() {
+                // Reserve first, take after: a cancelled wait loses nothing.
+                let permit = self.writer.reserve().await.ok()?;
+                if let Some(reply) = self.reply.take() {
+                    permit.send((reply, None));
+                }
+            }
+            let Some(line) = self.read_line().await else {
+                self.eof.cancel();
+                return None;
+            };
+            let decoded = self.decode(line);
+            self.line.clear();
+            if self.line.capacity() > HEAD_BYTES * 4 {
+                self.line.shrink_to(HEAD_BYTES);
+            }
+            match decoded {
+                Decoded::Message(message) => return Some(message),
+                Decoded::Reply(reply) => self.reply = Some(reply),
+                Decoded::Skip => {}
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        // Replacing the sender ends the writer task once what is queued is written.
+        let (closed, _) = mpsc::channel(1);
+        self.writer = closed;
+        Ok(())
+    }
+}
+
+/// Writes frames in order, each followed by a newline, until every sender is gone.
+async fn write_frames<Out: AsyncWrite + Unpin>(mut out: Out, mut queue: mpsc::Receiver<Frame>) {
+    while let Some((mut bytes, done)) = queue.recv().await {
+        bytes.push(b'\n');
+        let result = async {
+            out.write_all(&bytes).await?;
+            out.flush().await
+        }
+        .await;
+        let failed = result.is_err();
+        if let Some(done) = done {
+            let _ = done.send(result);
+        }
+        if failed {
+            return;
+        }
+    }
+    let _ = out.shutdown().await;
+}
+
+/// How a line read ended.
+enum Line {
+    /// A whole line is in the buffer.
+    Whole,
+    /// The line (this many bytes) was over the limit; only its head is in the buffer.
+    Oversized(usize),
+}
+
+enum Decoded<R: ServiceRole> {
+    Message(RxJsonRpcMessage<R>),
+    Reply(Vec<u8>),
+    Skip,
+}
+
+/// Why a message could not be delivered.
+enum Problem {
+    TooLarge(usize),
+    TooDeep(usize),
+    Invalid(serde_json::Error),
+}
+
+impl Problem {
+    fn describe(&self, peer: &str, limits: &Limits) -> String {
+        match self {
+            Problem::TooLarge(bytes) => format!(
+                "a message of {} from {peer} exceeds max_message_bytes ({})",
+                size(*bytes),
+                size(limits.max_message_bytes)
+            ),
+            Problem::TooDeep(depth) => format!(
+                "a message from {peer} is nested too deeply ({depth} levels; max_nesting is {})",
+                limits.max_nesting
+            ),
+            Problem::Invalid(error) => format!("a message from {peer} is not valid: {error}"),
+        }
+    }
+
+    fn code(&self) -> ErrorCode {
+        match self {
+            Problem::Invalid(error) if error.is_syntax() || error.is_eof() => {
+                ErrorCode::PARSE_ERROR
+            }
+            _ => ErrorCode::INVALID_REQUEST,
+        }
+    }
+}
+
+/// A size for people: `9.9 KiB`, `18.0 MiB`.
+fn size(bytes: usize) -> String {
+    let kib = bytes as f64 / 1024.0;
+    if kib < 1024.0 {
+        format!("{kib:.1} KiB")
+    } else {
+        format!("{:.1} MiB", kib / 1024.0)
+    }
+}
+
+/// Parses a message whose nesting was already checked, beyond serde's default depth.
+fn parse<R: ServiceRole>(text: &[u8]) -> Result<RxJsonRpcMessage<R>, serde_json::Error> {
+    let mut parser = serde_json::Deserializer::from_slice(text);
+    parser.disable_recursion_limit();
+    let message = RxJsonRpcMessage::<R>::deserialize(&mut parser)?;
+    parser.end()?;
+    Ok(message)
+}
+
+/// Strips the line ending, a carriage return and a UTF-8 byte order mark.
+fn trim(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
+}
+
+/// The deepest nesting of arrays and objects in `text`, in one pass (brackets inside
+/// strings do not count).
+fn nesting(text: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &byte in text {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// What kind of message a line that cannot be parsed seems to be.
+#[derive(Debug, PartialEq)]
+enum Kind {
+    Request,
+    Response,
+    Notification,
+}
+
+/// The top-level `id` and kind of a message, read without parsing the rest of it.
+#[derive(Debug, PartialEq)]
+struct Envelope {
+    id: Option<NumberOrString>,
+    kind: Kind,
+}
+
+impl Envelope {
+    /// Walks the top-level object's keys in one pass, skipping values, until it knows the
+    /// id and whether a `method` (request) or `result`/`error` (response) is there.
+    fn scan(text: &[u8]) -> Envelope {
+        let mut scan = Scanner { text, at: 0 };
+        let (mut id, mut method, mut answer) = (None, false, false);
+        if scan.skip_space() == Some(b'{') {
+            scan.at += 1;
+            while let Some(key) = scan.string() {
+                if scan.skip_space() != Some(b':') {
+                    break;
+                }
+                scan.at += 1;
+                scan.skip_space();
+                match key {
+                    b"id" => id = scan.id(),
+                    b"method" => method = true,
+                    b"result" | b"error" => answer = true,
+                    _ => {}
+                }
+                if id.is_some() && (method || answer) {
+                    break;
+                }
+                if !scan.skip_value() || scan.skip_space() != Some(b',') {
+                    break;
+                }
+                scan.at += 1;
+                scan.skip_space();
+            }
+        }
+        let kind = match (method, answer, &id) {
+            (true, _, Some(_)) => Kind::Request,
+            (false, true, Some(_)) => Kind::Response,
+            _ => Kind::Notification,
+        };
+        let id = if kind == Kind::Notification { None } else { id };
+        Envelope { id, kind }
+    }
+}
+
+/// A cursor over raw JSON that skips values without building them.
+struct Scanner<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.at).copied()
+    }
+
+    fn skip_space(&mut self) -> Option<u8> {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+            self.at += 1;
+        }
+        self.peek()
+    }
+
+    /// A string's raw bytes (escapes left as they are), the cursor after its quote.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let start = self.at + 1;
+        let mut i = start;
+        while i < self.text.len() {
+            match self.text[i] {
+                b'\\' => i += 2,
+                b'"' => {
+                    self.at = i + 1;
+                    return self.text.get(start..i);
+                }
+                _ => i += 1,
+            }
+        }
+        None
+    }
+
+    /// An id: a string without escapes, or an integer that fits.
+    fn id(&mut self) -> Option<NumberOrString> {
+        if self.peek() == Some(b'"') {
+            let raw = self.string()?;
+            let text = std::str::from_utf8(raw)
+                .ok()
+                .filter(|t| !t.contains('\\'))?;
+            return Some(NumberOrString::String(Arc::from(text)));
+        }
+        let start = self.at;
+        while matches!(self.peek(), Some(b'-' | b'0'..=b'9')) {
+            self.at += 1;
+        }
+        let digits = std::str::from_utf8(&self.text[start..self.at]).ok()?;
+        match self.peek() {
+            Some(b'.' | b'e' | b'E') => None,
+            _ => digits.parse().ok().map(NumberOrString::Number),
+        }
+    }
+
+    /// Skips one value (any nesting, strings honoured), stopping at the `,` or closing
+    /// bracket after it; false when the text ends first.
+    fn skip_value(&mut self) -> bool {
+        let mut depth = 0usize;
+        while let Some(byte) = self.peek() {
+            match byte {
+                b'"' => {
+                    if self.string().is_none() {
+                        return false;
+                    }
+                }
+                b'[' | b'{' => {
+                    depth += 1;
+                    self.at += 1;
+                }
+                b']' | b'}' if depth > 0 => {
+                    depth -= 1;
+                    self.at += 1;
+                }
+                b',' | b']' | b'}' if depth == 0 => return true,
+                _ => self.at += 1,
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests;

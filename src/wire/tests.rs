@@ -1,0 +1,200 @@
+use rmcp::model::{ClientRequest, ErrorCode, JsonRpcMessage, NumberOrString};
+use rmcp::transport::Transport;
+use rmcp::{RoleClient, RoleServer};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::{Envelope, Kind, Limits, LineTransport, nesting};
+
+fn number(n: i64) -> Option<NumberOrString> {
+    Some(NumberOrString::Number(n))
+}
+
+#[test]
+fn nesting_counts_brackets_outside_strings() {
+    let check = |text: &str, expect: usize| assert_eq!(nesting(text.as_bytes()), expect, "{text}");
+    check("1", 0);
+    check("[]", 1);
+    check(r#"{"a":[{"b":[]}]}"#, 4);
+    check(r#"{"a":"[[[[\"]]]"}"#, 1);
+    check(r#"[[], [[]], []]"#, 3);
+}
+
+#[test]
+fn the_envelope_is_read_without_parsing_the_rest() {
+    let check = |text: &str, id: Option<NumberOrString>, kind: Kind| {
+        assert_eq!(
+            Envelope::scan(text.as_bytes()),
+            Envelope { id, kind },
+            "{text}"
+        );
+    };
+    let request = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"x":1e400}}"#;
+    check(request, number(5), Kind::Request);
+    check(
+        r#"{"method":"a","id":"k"}"#,
+        Some(NumberOrString::String("k".into())),
+        Kind::Request,
+    );
+    check(
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"te"#,
+        number(7),
+        Kind::Response,
+    );
+    check(
+        r#"{"result":{"a":[1,{"id":9}]},"id":3}"#,
+        number(3),
+        Kind::Response,
+    );
+    check(
+        r#"{"jsonrpc":"2.0","method":"notifications/x"}"#,
+        None,
+        Kind::Notification,
+    );
+    check(
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+        None,
+        Kind::Notification,
+    );
+    check(
+        r#"{"params":{"id":4},"method":"x"}"#,
+        None,
+        Kind::Notification,
+    );
+    check("garbage", None, Kind::Notification);
+}
+
+async fn line<R: tokio::io::AsyncRead + Unpin>(reader: &mut BufReader<R>) -> Value {
+    let mut text = String::new();
+    reader.read_line(&mut text).await.unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+fn small() -> Limits {
+    Limits {
+        max_message_bytes: 4096,
+        max_nesting: 200,
+    }
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+
+fn call(id: i64, arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"t","arguments":{{"v":{arguments}}}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn every_request_with_a_readable_id_gets_an_answer() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(ours);
+    let mut transport: LineTransport<RoleServer, _> =
+        LineTransport::new(read, write, small(), "the host").serving();
+    let (host_read, mut host_write) = tokio::io::split(theirs);
+    let mut replies = BufReader::new(host_read);
+    let deep = format!("{}1{}", "[".repeat(129), "]".repeat(129));
+    let too_deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+    let huge = format!("\"{}\"", "x".repeat(8000));
+    let lines = [
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        INIT.to_string(),
+        call(1, &deep),
+        call(2, &"9".repeat(400)),
+        call(3, "1e400"),
+        call(4, r#""\ud800""#),
+        call(5, &too_deep),
+        call(6, &huge),
+        call(7, "1"),
+    ];
+    for l in &lines {
+        host_write
+            .write_all(format!("{l}\n").as_bytes())
+            .await
+            .unwrap_or_default();
+    }
+    // The early notification is dropped; initialize and the deep call come through.
+    let mut delivered = Vec::new();
+    for _ in 0..3 {
+        match transport.receive().await {
+            Some(JsonRpcMessage::Request(r)) => delivered.push((r.id, r.request)),
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+    assert!(matches!(
+        delivered[0].1,
+        ClientRequest::InitializeRequest(_)
+    ));
+    assert_eq!(delivered[1].0, NumberOrString::Number(1));
+    assert_eq!(delivered[2].0, NumberOrString::Number(7));
+    for (id, code, words) in [
+        (2, ErrorCode::PARSE_ERROR, "number out of range"),
+        (3, ErrorCode::PARSE_ERROR, "number out of range"),
+        (4, ErrorCode::PARSE_ERROR, "escape"),
+        (
+            5,
+            ErrorCode::INVALID_REQUEST,
+            "nested too deeply (303 levels; max_nesting is 200)",
+        ),
+        (6, ErrorCode::INVALID_REQUEST, "exceeds max_message_bytes"),
+    ] {
+        let reply = line(&mut replies).await;
+        assert_eq!(reply["id"], json!(id), "{reply}");
+        assert_eq!(reply["error"]["code"], json!(code.0), "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{id}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_answer_fails_its_call_at_once() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(ours);
+    let mut transport: LineTransport<RoleClient, _> =
+        LineTransport::new(read, write, small(), "server 'big'");
+    let (_server_read, mut server_write) = tokio::io::split(theirs);
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#,
+        "x".repeat(10_000)
+    );
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"result":{{"structuredContent":{}1{}}}}}"#,
+        "[".repeat(250),
+        "]".repeat(250)
+    );
+    for l in [big, deep] {
+        server_write
+            .write_all(format!("{l}\n").as_bytes())
+            .await
+            .unwrap_or_default();
+    }
+    for (id, words) in [
+        (
+            3,
+            "a message of 9.8 KiB from server 'big' exceeds max_message_bytes (4.0 KiB)",
+        ),
+        (4, "nested too deeply"),
+    ] {
+        match transport.receive().await {
+            Some(JsonRpcMessage::Error(e)) => {
+                assert_eq!(e.id, number(id));
+                assert!(e.error.message.contains(words), "{}", e.error.message);
+            }
+            other => panic!("expected an error response, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_default_nesting_limit_parses_on_a_small_stack() {
+    // Tests run on 2 MiB threads, smaller than planmux's main thread: a message nested as
+    // deep as the default limit allows must parse (and drop) without overflowing.
+    let depth = super::DEFAULT_MAX_NESTING - 3;
+    let text = call(1, &format!("{}1{}", "[".repeat(depth), "]".repeat(depth)));
+    assert_eq!(nesting(text.as_bytes()), super::DEFAULT_MAX_NESTING);
+    let parsed = super::parse::<RoleServer>(text.as_bytes());
+    assert!(
+        matches!(parsed, Ok(JsonRpcMessage::Request(_))),
+        "{parsed:?}"
+    );
+}
