@@ -298,22 +298,33 @@ impl crate::exec::Invoker for Downstreams {
             serde_json::Value::Object(map) => Some(map),
             serde_json::Value::Null => None,
             other => {
-                return Err(InvokeError::Failed(format!(
-                    "arguments must be an object, got {other}"
+                return Err(InvokeError::Rejected(format!(
+                    "arguments must be an object, got {}",
+                    crate::plan::describe_value(&other)
                 )));
             }
         };
         match self.call_tool(params, None, &cancel).await {
             Ok(CallToolResponse::Complete(result)) => {
-                serde_json::to_value(result).map_err(|e| InvokeError::Failed(e.to_string()))
+                serde_json::to_value(result).map_err(|e| InvokeError::Rejected(e.to_string()))
             }
-            Ok(_) => Err(InvokeError::Failed(format!(
+            Ok(_) => Err(InvokeError::Rejected(format!(
                 "{} asked for more input, which a plan cannot give; call it directly",
                 step.exported
             ))),
             Err(DownstreamError::Cancelled { .. }) => Err(InvokeError::Cancelled),
             Err(e @ DownstreamError::Timeout { .. }) => Err(InvokeError::Timeout(e.to_string())),
-            Err(e) => Err(InvokeError::Failed(e.to_string())),
+            Err(
+                e @ (DownstreamError::StartFailed { .. }
+                | DownstreamError::Down { .. }
+                | DownstreamError::Exited { .. }),
+            ) => Err(InvokeError::Unavailable(e.to_string())),
+            Err(
+                e @ (DownstreamError::UnknownTool { .. }
+                | DownstreamError::Rpc { .. }
+                | DownstreamError::Protocol { .. }
+                | DownstreamError::Closed { .. }),
+            ) => Err(InvokeError::Rejected(e.to_string())),
         }
     }
 }

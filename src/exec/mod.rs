@@ -24,21 +24,30 @@ pub use truncate::{Cut, truncate};
 
 use crate::plan::PlannedStep;
 
-/// Why a tool call produced no result.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a tool call produced no result. The kind decides whether another attempt can help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvokeError {
     /// The call ran out of time (the message says whose limit).
+    #[error("{0}")]
     Timeout(String),
     /// The call was cancelled through its token.
+    #[error("the call was cancelled")]
     Cancelled,
-    /// Anything else: the server is down, broke the protocol, answered with an error.
-    Failed(String),
+    /// The server could not take the call just now: it is down, restarting, or went away
+    /// during the call. Another attempt may succeed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The call was refused or broke for a reason a repeat would meet again: invalid
+    /// arguments, an error answer, a protocol violation.
+    #[error("{0}")]
+    Rejected(String),
 }
 
 /// Calls one tool. planmux's invoker is [`crate::downstream::Downstreams`]; tests use fakes.
 pub trait Invoker: Send + Sync + 'static {
-    /// Calls `step`'s tool with `args` and returns the `CallToolResult` as JSON. Must stop
-    /// promptly (returning [`InvokeError::Cancelled`]) when `cancel` fires.
+    /// Calls `step`'s tool with `args` and returns the `CallToolResult` as JSON. Should stop
+    /// promptly (returning [`InvokeError::Cancelled`]) when `cancel` fires; the executor
+    /// does not rely on it, and abandons a call that has not stopped after a short grace.
     fn invoke(
         &self,
         step: &PlannedStep,

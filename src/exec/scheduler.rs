@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::record::{RunRecord, RunStatus, Selection, StepRecord, StepStatus, millis};
-use super::step::{Attempted, Ending, attempt};
+use super::step::{Attempted, CANCEL_GRACE, Ending, attempt};
 use super::{Invoker, Observer, Settings};
 use crate::plan::{DependencyKind, OnError, PlannedStep, StepId, Strategy, ValidatedPlan};
 
@@ -27,9 +27,11 @@ pub async fn run<I: Invoker>(
     cancel: CancellationToken,
 ) -> RunRecord {
     let mut run = Run::new(plan);
+    // A plan may shorten its time limit, never lengthen it past the configured one.
     let limit = plan
         .timeout_ms()
-        .map_or(settings.plan_timeout, Duration::from_millis);
+        .map_or(settings.plan_timeout, Duration::from_millis)
+        .min(settings.plan_timeout);
     let deadline = tokio::time::sleep(limit);
     tokio::pin!(deadline);
     // Steps are polled here, in the scheduler's own task, rather than spawned: a step
@@ -43,21 +45,50 @@ pub async fn run<I: Invoker>(
         if steps.is_empty() {
             break;
         }
+        // Once stopped, steps have their grace to end; past it (plus a margin) they are
+        // abandoned here, whatever they are doing.
+        let abandon_at = run.abandon_at();
+        let watching = !matches!(run.phase, Phase::Stopped { .. });
         tokio::select! {
             Some(done) = steps.next() => run.finish(done, observer),
-            () = &mut deadline, if run.stopped.is_none() => {
+            () = &mut deadline, if watching => {
                 let reason = format!("the plan timed out after {} ms", limit.as_millis());
-                run.halt(&reason, false, StepStatus::TimedOut, observer);
-                run.stopped = Some(reason);
+                run.stop(reason, StepStatus::TimedOut, observer);
             }
-            () = cancel.cancelled(), if run.stopped.is_none() => {
-                let reason = "the plan was cancelled".to_string();
-                run.halt(&reason, false, StepStatus::Cancelled, observer);
-                run.stopped = Some(reason);
+            () = cancel.cancelled(), if watching => {
+                run.stop("the plan was cancelled".into(), StepStatus::Cancelled, observer);
+            }
+            () = sleep_until(abandon_at) => {
+                run.abandon(observer);
+                break;
             }
         }
     }
     run.into_record()
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Where a run is: the scheduler's decisions depend on it.
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// Steps start as they become ready.
+    Open,
+    /// A `competitive` race was won: nothing more starts, the other runners were told to
+    /// stop, and the plan's time limit and cancellation still apply.
+    Won,
+    /// Stopped early (`fail_fast`, the time limit, a cancel): nothing more starts, the
+    /// running steps were told to stop and end as `status`.
+    Stopped {
+        reason: String,
+        status: StepStatus,
+        since: Instant,
+    },
 }
 
 /// The state of one run.
@@ -81,12 +112,7 @@ struct Run<'p> {
     per_server: HashMap<String, usize>,
     finished: usize,
     winner: Option<usize>,
-    /// No more steps start (a race was won, `fail_fast`, a stop).
-    closed: bool,
-    /// Why the plan stopped early, if it did.
-    stopped: Option<String>,
-    /// Status given to running steps that a halt cancels.
-    stop_status: StepStatus,
+    phase: Phase,
 }
 
 impl<'p> Run<'p> {
@@ -120,9 +146,7 @@ impl<'p> Run<'p> {
             per_server: HashMap::new(),
             finished: 0,
             winner: None,
-            closed: false,
-            stopped: None,
-            stop_status: StepStatus::Cancelled,
+            phase: Phase::Open,
         }
     }
 
@@ -132,15 +156,11 @@ impl<'p> Run<'p> {
 
     /// The next step to start, if the limits allow one.
     fn next_ready(&mut self, settings: &Settings) -> Option<usize> {
-        if self.closed {
+        if self.phase != Phase::Open {
             return None;
         }
-        // A race starts every runner at once; otherwise the plan's limit applies.
-        let limit = match self.plan.strategy() {
-            Strategy::Competitive => settings.max_concurrency.max(self.plan.steps().len()),
-            _ => settings.max_concurrency.max(1),
-        };
-        if self.running.len() >= limit {
+        // A race too: runners past the limit start as earlier ones fail.
+        if self.running.len() >= settings.max_concurrency.max(1) {
             return None;
         }
         let free = |i: &usize| {
@@ -200,17 +220,11 @@ impl<'p> Run<'p> {
         }
         let (status, error, output) = match done.ending {
             Ending::Succeeded(value) => (StepStatus::Succeeded, None, Some(value)),
-            Ending::Failed { message, value } => (StepStatus::Failed, Some(message), value),
+            Ending::Failed { message, value, .. } => (StepStatus::Failed, Some(message), value),
             Ending::TimedOut(message) => (StepStatus::TimedOut, Some(message), None),
             Ending::Cancelled => {
                 let reason = cancel_reason.unwrap_or_else(|| "cancelled".into());
-                // A step stopped by the plan's own time limit counts as timed out.
-                let status = if self.closed {
-                    self.stop_status
-                } else {
-                    StepStatus::Cancelled
-                };
-                (status, Some(reason), None)
+                (self.stopped_status(), Some(reason), None)
             }
         };
         let caught = status.is_failure() && step.catches_errors();
@@ -246,21 +260,16 @@ impl<'p> Run<'p> {
             && self.winner.is_none()
         {
             self.winner = Some(i);
-            self.halt(
-                &format!("lost the race to '{}'", step.id),
-                true,
-                StepStatus::Cancelled,
-                observer,
-            );
+            self.phase = Phase::Won;
+            self.halt(&format!("lost the race to '{}'", step.id), true, observer);
         }
         if status.is_failure()
             && !caught
             && self.plan.on_error() == OnError::FailFast
-            && !self.closed
+            && self.phase == Phase::Open
         {
             let reason = format!("fail_fast: '{}' {}", step.id, describe(status));
-            self.halt(&reason, false, StepStatus::Cancelled, observer);
-            self.stopped = Some(reason);
+            self.stop(reason, StepStatus::Cancelled, observer);
         }
         self.release_dependents(i, status, observer);
     }
@@ -296,7 +305,7 @@ impl<'p> Run<'p> {
                 match verdict {
                     Ok(()) => {
                         self.waiting[j] -= 1;
-                        if self.waiting[j] == 0 && !self.closed {
+                        if self.waiting[j] == 0 && self.phase == Phase::Open {
                             self.ready.push_back(j);
                         }
                     }
@@ -326,17 +335,55 @@ impl<'p> Run<'p> {
         }
     }
 
-    /// Starts nothing more: cancels every running step (they end as `running_status`) and
-    /// skips every step not yet started, all with `reason`.
-    fn halt(
-        &mut self,
-        reason: &str,
-        benign: bool,
-        running_status: StepStatus,
-        observer: &dyn Observer,
-    ) {
-        self.closed = true;
-        self.stop_status = running_status;
+    /// How a running step that ends cancelled is recorded: timed out when the plan's
+    /// time limit stopped it, cancelled otherwise.
+    fn stopped_status(&self) -> StepStatus {
+        match &self.phase {
+            Phase::Stopped { status, .. } => *status,
+            _ => StepStatus::Cancelled,
+        }
+    }
+
+    /// Stops the plan early: running steps end as `status`, the rest are skipped.
+    fn stop(&mut self, reason: String, status: StepStatus, observer: &dyn Observer) {
+        self.phase = Phase::Stopped {
+            reason: reason.clone(),
+            status,
+            since: Instant::now(),
+        };
+        self.halt(&reason, false, observer);
+    }
+
+    /// When the scheduler stops waiting for stopped steps.
+    fn abandon_at(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Stopped { since, .. } => Some(*since + CANCEL_GRACE * 2),
+            _ => None,
+        }
+    }
+
+    /// Ends every step still running after a stop and its grace, without it.
+    fn abandon(&mut self, observer: &dyn Observer) {
+        let status = self.stopped_status();
+        let mut left: Vec<(usize, Option<String>)> =
+            self.running.drain().map(|(i, (_, why))| (i, why)).collect();
+        left.sort_unstable_by_key(|(i, _)| *i);
+        for (i, why) in left {
+            let reason = why.unwrap_or_else(|| "cancelled".into());
+            if let Some(record) = self.records[i].as_mut() {
+                record.status = status;
+                record.error = Some(format!("{reason} (it did not stop; abandoned)"));
+                record.duration_ms = record
+                    .started_ms
+                    .map(|start| millis(self.started.elapsed()) - start);
+            }
+            self.ended(i, observer);
+        }
+    }
+
+    /// Starts nothing more: tells every running step to stop (with `reason`) and skips
+    /// every step not yet started.
+    fn halt(&mut self, reason: &str, benign: bool, observer: &dyn Observer) {
         for (i, (token, why)) in self.running.iter_mut() {
             *why = Some(reason.to_string());
             self.benign[*i] |= benign;
@@ -421,7 +468,10 @@ impl<'p> Run<'p> {
             status,
             outputs,
             winner,
-            stopped: self.stopped,
+            stopped: match self.phase {
+                Phase::Stopped { reason, .. } => Some(reason),
+                _ => None,
+            },
             warnings: plan
                 .warnings()
                 .iter()

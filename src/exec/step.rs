@@ -10,17 +10,23 @@ use tokio_util::sync::CancellationToken;
 use super::{InvokeError, Invoker};
 use crate::plan::{PlannedStep, ToolOutcome, tool_outcome};
 
-/// How long a timed-out call may take to acknowledge its cancellation.
-const CANCEL_GRACE: Duration = Duration::from_secs(1);
+/// How long a cancelled or timed-out call may take to acknowledge its cancellation (and
+/// tell its server) before the step ends without it.
+pub(super) const CANCEL_GRACE: Duration = Duration::from_secs(1);
+/// Most attempts after the first, whatever a plan asks: five retries with doubling pauses
+/// ride out a restart; more would only hold the plan up.
+pub const MAX_RETRIES: u32 = 5;
 
 /// How a step's attempts ended, before the scheduler applies the plan's policies.
 #[derive(Debug)]
 pub(super) enum Ending {
     Succeeded(Value),
     /// The tool said `isError`, or the call failed; `value` is what the result held.
+    /// `transient` when another attempt may succeed (the server was unavailable).
     Failed {
         message: String,
         value: Option<Value>,
+        transient: bool,
     },
     TimedOut(String),
     Cancelled,
@@ -47,18 +53,21 @@ pub(super) async fn attempt<I: Invoker>(
     cancel: CancellationToken,
 ) -> Attempted {
     let started = Instant::now();
+    let retries = step.retries.min(MAX_RETRIES);
     let mut attempts = 0;
     let ending = loop {
         attempts += 1;
         let ending = once(invoker.as_ref(), &step, args.clone(), timeout, &cancel).await;
+        // Only what may go differently next time is repeated: not a tool's own error,
+        // not arguments the server refused.
         let retryable = match &ending {
-            Ending::Failed { .. } => true,
+            Ending::Failed { transient, .. } => *transient,
             // A timed-out call may have done its work: repeat it only for tools that are
             // safe to repeat, never merely because the plan said `retry_unsafe`.
             Ending::TimedOut(_) => !step.retry_unsafe,
             Ending::Succeeded(_) | Ending::Cancelled => false,
         };
-        if !retryable || attempts > step.retries {
+        if !retryable || attempts > retries {
             break ending;
         }
         let pause = backoff.saturating_mul(1 << (attempts - 1).min(10));
@@ -77,6 +86,9 @@ pub(super) async fn attempt<I: Invoker>(
     }
 }
 
+/// One attempt, ended by its answer, its time limit or the step's cancellation, whichever
+/// comes first. A call that does not stop within [`CANCEL_GRACE`] of being told to is
+/// dropped, so neither a deaf invoker nor a wedged server can hold the plan.
 async fn once<I: Invoker>(
     invoker: &I,
     step: &PlannedStep,
@@ -87,18 +99,25 @@ async fn once<I: Invoker>(
     let call_cancel = cancel.child_token();
     let call = invoker.invoke(step, args, call_cancel.clone());
     tokio::pin!(call);
-    let result = match timeout {
-        Some(limit) => tokio::select! {
-            result = &mut call => result,
-            () = tokio::time::sleep(limit) => {
-                // Cancel through the invoker (which tells the downstream), and give it a
-                // moment to do so rather than dropping the call on the floor.
-                call_cancel.cancel();
-                let _ = tokio::time::timeout(CANCEL_GRACE, call).await;
-                return Ending::TimedOut(format!("timed out after {} ms", limit.as_millis()));
-            }
-        },
-        None => call.await,
+    let limit = async {
+        match timeout {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        result = &mut call => result,
+        () = limit => {
+            call_cancel.cancel();
+            let _ = tokio::time::timeout(CANCEL_GRACE, call).await;
+            let limit = timeout.unwrap_or_default();
+            return Ending::TimedOut(format!("timed out after {} ms", limit.as_millis()));
+        }
+        () = cancel.cancelled() => {
+            // Let the invoker tell the downstream, but do not wait on it for ever.
+            let _ = tokio::time::timeout(CANCEL_GRACE, call).await;
+            return Ending::Cancelled;
+        }
     };
     match result {
         Ok(result) => match tool_outcome(&result) {
@@ -106,13 +125,20 @@ async fn once<I: Invoker>(
             ToolOutcome::Failure { message, value } => Ending::Failed {
                 message,
                 value: Some(value),
+                transient: false,
             },
         },
         Err(InvokeError::Timeout(message)) => Ending::TimedOut(message),
         Err(InvokeError::Cancelled) => Ending::Cancelled,
-        Err(InvokeError::Failed(message)) => Ending::Failed {
-            message,
+        Err(error @ InvokeError::Unavailable(_)) => Ending::Failed {
+            message: error.to_string(),
             value: None,
+            transient: true,
+        },
+        Err(error @ InvokeError::Rejected(_)) => Ending::Failed {
+            message: error.to_string(),
+            value: None,
+            transient: false,
         },
     }
 }

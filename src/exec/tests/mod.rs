@@ -10,11 +10,15 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::plan::{Limits, StepId, ToolSpec, ValidatedPlan, prepare};
 
+mod stops;
+mod table;
+
 /// Tools of the fake server `t`: `sleep {ms}` (answers its args after ms), `fail
 /// {message, ms}`, `flaky {fails}` (fails that many times, then succeeds), `hang` (until
-/// cancelled), and `write` (unsafe: not read-only, not idempotent).
+/// cancelled), `deaf {ms}` (sleeps, ignoring cancellation), `refuse` (a call the server
+/// rejects), and `write` (unsafe: not read-only, not idempotent).
 fn tools() -> Vec<ToolSpec> {
-    ["sleep", "fail", "flaky", "hang", "write"]
+    ["sleep", "fail", "flaky", "hang", "deaf", "refuse", "write"]
         .into_iter()
         .map(|name| ToolSpec {
             exported: format!("t__{name}"),
@@ -75,6 +79,11 @@ impl Invoker for Fake {
             active.1 = active.1.max(active.0);
         }
         let ms = args["ms"].as_u64().unwrap_or(0);
+        if step.tool == "deaf" {
+            // An invoker that ignores cancellation: the executor must not wait for it.
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            return Ok(json!({"structuredContent": args, "content": []}));
+        }
         let work = async {
             match step.tool.as_str() {
                 "sleep" | "write" => {
@@ -93,10 +102,14 @@ impl Invoker for Fake {
                         *count
                     };
                     if n <= args["fails"].as_u64().unwrap_or(0) {
-                        Err(InvokeError::Failed(format!("flake {n}")))
+                        Err(InvokeError::Unavailable(format!("flake {n}")))
                     } else {
                         Ok(json!({"content": [{"type": "text", "text": "{\"ok\": true}"}]}))
                     }
+                }
+                "refuse" => {
+                    *self.flaky.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                    Err(InvokeError::Rejected("invalid params".into()))
                 }
                 _ => std::future::pending().await,
             }

@@ -1,0 +1,123 @@
+//! Stopping is the executor's job: a plan ends within its limits plus a short grace even
+//! when the invoker ignores cancellation, and configured limits are caps a plan cannot
+//! raise.
+
+use super::*;
+use crate::exec::step::{CANCEL_GRACE, MAX_RETRIES};
+
+/// Runs `plan`, cancelling it after `cancel_after` when given.
+async fn exec_cancelled(p: &ValidatedPlan, cancel_after: Duration) -> (RunRecord, Duration) {
+    let fake = Arc::new(Fake::default());
+    let started = Instant::now();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let settings = settings();
+    let run = run(p, fake, &settings, &Quiet, cancel);
+    let timer = async {
+        tokio::time::sleep(cancel_after).await;
+        trigger.cancel();
+        std::future::pending::<()>().await;
+    };
+    let record = tokio::select! {
+        record = run => record,
+        () = timer => unreachable!("the timer never ends"),
+    };
+    (record, started.elapsed())
+}
+
+/// A step whose invoker ignores cancellation and would take 30 s.
+fn deaf(id: &str) -> Value {
+    json!({"id": id, "tool": "t__deaf", "args": {"ms": 30_000}})
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deaf_invoker_cannot_hold_a_stopped_plan() {
+    // The plan's own time limit.
+    let p = plan(json!({"steps": [deaf("d")], "timeout_ms": 500}));
+    let (record, _, took) = exec(&p, &settings()).await;
+    assert_eq!(status(&record, "d").0, StepStatus::TimedOut);
+    assert_eq!(took, ms(500) + CANCEL_GRACE);
+
+    // A step's own time limit.
+    let p = plan(
+        json!({"steps": [{"id": "d", "tool": "t__deaf", "args": {"ms": 30_000}, "timeout_ms": 300}]}),
+    );
+    let (record, _, took) = exec(&p, &settings()).await;
+    assert_eq!(status(&record, "d").0, StepStatus::TimedOut);
+    assert_eq!(took, ms(300) + CANCEL_GRACE);
+
+    // fail_fast.
+    let p = plan(json!({"on_error": "fail_fast", "steps": [
+        deaf("d"),
+        {"id": "f", "tool": "t__fail", "args": {"ms": 100}}
+    ]}));
+    let (record, _, took) = exec(&p, &settings()).await;
+    assert_eq!(status(&record, "d").0, StepStatus::Cancelled);
+    assert_eq!(took, ms(100) + CANCEL_GRACE);
+
+    // A lost race.
+    let p = plan(json!({"strategy": "competitive", "steps": [
+        deaf("d"),
+        {"id": "w", "tool": "t__sleep", "args": {"ms": 100}}
+    ]}));
+    let (record, _, took) = exec(&p, &settings()).await;
+    assert_eq!(record.winner.as_deref(), Some("w"));
+    assert_eq!(record.status, RunStatus::Succeeded);
+    assert_eq!(took, ms(100) + CANCEL_GRACE);
+
+    // The host's cancel.
+    let p = plan(json!({"steps": [deaf("d")]}));
+    let (record, took) = exec_cancelled(&p, ms(200)).await;
+    assert_eq!(status(&record, "d").0, StepStatus::Cancelled);
+    assert_eq!(took, ms(200) + CANCEL_GRACE);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plan_cannot_raise_the_configured_time_limit() {
+    let p = plan(json!({"steps": [{"id": "h", "tool": "t__hang"}], "timeout_ms": 3_600_000}));
+    let limited = Settings {
+        plan_timeout: ms(1_000),
+        ..settings()
+    };
+    let (record, _, took) = exec(&p, &limited).await;
+    assert_eq!(status(&record, "h").0, StepStatus::TimedOut);
+    assert_eq!(took, ms(1_000));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_race_respects_the_concurrency_limit() {
+    let steps: Vec<Value> = (0..6)
+        .map(|i| json!({"id": format!("r{i}"), "tool": "t__fail", "args": {"ms": 100}}))
+        .collect();
+    let p = plan(json!({"strategy": "competitive", "steps": steps}));
+    let two = Settings {
+        max_concurrency: 2,
+        ..settings()
+    };
+    let (record, fake, took) = exec(&p, &two).await;
+    assert_eq!(record.status, RunStatus::Failed);
+    assert_eq!((fake.max_active(), took), (2, ms(300)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_are_capped_and_only_for_transient_failures() {
+    let attempts = |record: &RunRecord, id: &str| record.step(id).map(|s| s.attempts);
+    // A plan asking for a thousand retries gets MAX_RETRIES.
+    let p = plan(
+        json!({"steps": [{"id": "f", "tool": "t__flaky", "args": {"fails": 1_000}, "retries": 1_000}]}),
+    );
+    let (record, _, _) = exec(&p, &settings()).await;
+    assert_eq!(attempts(&record, "f"), Some(MAX_RETRIES + 1));
+    // A tool's own error and a refused call are not retried.
+    let p = plan(json!({"steps": [
+        {"id": "e", "tool": "t__fail", "args": {"ms": 1}, "retries": 3},
+        {"id": "r", "tool": "t__refuse", "retries": 3}
+    ]}));
+    let (record, fake, took) = exec(&p, &settings()).await;
+    assert_eq!(
+        (attempts(&record, "e"), attempts(&record, "r")),
+        (Some(1), Some(1))
+    );
+    assert_eq!(*fake.flaky.lock().unwrap_or_else(|e| e.into_inner()), 1);
+    assert_eq!(took, ms(1), "no backoff pause");
+}
