@@ -66,7 +66,7 @@ enum Command {
     Check,
     /// Serve one built-in demo server over stdio.
     Demo {
-        /// metrics, weather, files or chaos
+        /// metrics, weather, files, chaos or hostile
         name: DemoKind,
         /// Sandbox folder of the files demo.
         #[arg(long)]

@@ -8,6 +8,7 @@
 
 mod chaos;
 mod files;
+mod hostile;
 mod metrics;
 mod weather;
 
@@ -37,11 +38,19 @@ pub enum DemoKind {
     Files,
     /// sleep, fail, echo, bytes, count, pid, toggle_extra: behaviour on demand, for tests.
     Chaos,
+    /// bomb, nest, stall_listing, endless_listing: hostile behaviour, for tests.
+    Hostile,
 }
 
 impl DemoKind {
     /// Every demo, in the order the default config lists them.
-    pub const ALL: [DemoKind; 4] = [Self::Metrics, Self::Weather, Self::Files, Self::Chaos];
+    pub const ALL: [DemoKind; 5] = [
+        Self::Metrics,
+        Self::Weather,
+        Self::Files,
+        Self::Chaos,
+        Self::Hostile,
+    ];
 
     /// The name used in `builtin = "…"` and `planmux demo …`.
     pub fn name(self) -> &'static str {
@@ -50,6 +59,7 @@ impl DemoKind {
             Self::Weather => "weather",
             Self::Files => "files",
             Self::Chaos => "chaos",
+            Self::Hostile => "hostile",
         }
     }
 }
@@ -88,6 +98,8 @@ struct Counters {
     cancelled: AtomicU64,
     /// Whether chaos currently lists its `extra` tool (flipped by `toggle_extra`).
     extra: AtomicBool,
+    /// How hostile answers `tools/list`.
+    listing: hostile::Listing,
 }
 
 impl DemoServer {
@@ -107,6 +119,7 @@ impl DemoServer {
             DemoKind::Weather => weather::tools(),
             DemoKind::Files => files::tools(),
             DemoKind::Chaos => chaos::tools(self.state.extra.load(Ordering::SeqCst)),
+            DemoKind::Hostile => hostile::tools(),
         }
     }
 
@@ -122,6 +135,7 @@ impl DemoServer {
             DemoKind::Weather => weather::call(name, &args),
             DemoKind::Files => files::call(&self.root, name, &args),
             DemoKind::Chaos => chaos::call(name, &args, ctx, &self.state).await,
+            DemoKind::Hostile => Ok(hostile::call(name, &args, ctx, &self.state.listing).await),
         }
     }
 }
@@ -140,9 +154,13 @@ impl ServerHandler for DemoServer {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if self.kind == DemoKind::Hostile {
+            let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+            return hostile::list(&self.state.listing, cursor, &context).await;
+        }
         Ok(ListToolsResult::with_all_items(self.tools()))
     }
 

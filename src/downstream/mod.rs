@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -20,7 +19,7 @@ pub use server::{Server, State};
 
 use crate::catalog::{Catalog, ServerTools};
 use crate::config::Config;
-use relay::Event;
+use relay::Changes;
 
 /// Why a call to a downstream did not produce a tool result.
 #[derive(Debug, thiserror::Error)]
@@ -115,14 +114,14 @@ impl Downstreams {
     /// MCP server answer the host's handshake while the downstreams are still starting.
     pub fn new(config: &Config, host: Arc<HostLink>) -> Arc<Downstreams> {
         let tracker = TaskTracker::new();
-        let (events, mut inbox) = mpsc::unbounded_channel();
+        let changes = Arc::new(Changes::default());
         let servers: Vec<Arc<Server>> = config
             .enabled_servers()
             .map(|c| {
                 Arc::new(Server::new(
                     c.clone(),
                     host.clone(),
-                    events.clone(),
+                    changes.clone(),
                     tracker.clone(),
                 ))
             })
@@ -136,21 +135,11 @@ impl Downstreams {
             shutdown: CancellationToken::new(),
             started: tokio::sync::watch::channel(false).0,
         });
-        let weak = Arc::downgrade(&this);
-        let shutdown = this.shutdown.clone();
-        tracker.spawn(async move {
-            loop {
-                let event = tokio::select! {
-                    event = inbox.recv() => event,
-                    () = shutdown.cancelled() => None,
-                };
-                let (Some(Event::ToolsChanged(server)), Some(this)) = (event, weak.upgrade())
-                else {
-                    break;
-                };
-                this.refresh(&server).await;
-            }
-        });
+        tracker.spawn(refresh_changed(
+            Arc::downgrade(&this),
+            changes,
+            this.shutdown.clone(),
+        ));
         this
     }
 
@@ -281,6 +270,36 @@ impl Downstreams {
         futures::future::join_all(self.servers.iter().map(|s| s.close())).await;
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
+    }
+}
+
+/// Refreshes servers as they report changes: each changed server once at a time, servers
+/// concurrently, until shutdown.
+async fn refresh_changed(
+    downstreams: std::sync::Weak<Downstreams>,
+    changes: Arc<Changes>,
+    shutdown: CancellationToken,
+) {
+    let mut running = futures::stream::FuturesUnordered::new();
+    let mut busy = std::collections::HashSet::new();
+    loop {
+        tokio::select! {
+            () = changes.changed() => {}
+            Some(done) = futures::StreamExt::next(&mut running) => {
+                busy.remove(&done);
+            }
+            () = shutdown.cancelled() => return,
+        }
+        for server in changes.take(&busy) {
+            let Some(this) = downstreams.upgrade() else {
+                return;
+            };
+            busy.insert(server.clone());
+            running.push(async move {
+                this.refresh(&server).await;
+                server
+            });
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 // Sampling, roots and logging are deprecated by SEP-2577 but hosts and servers still use them.
 #![allow(deprecated)]
 
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -16,7 +17,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionSink};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 /// The host connected upstream, once it has connected.
 #[derive(Default)]
@@ -112,18 +113,51 @@ pub struct ProgressSink {
     pub token: ProgressToken,
 }
 
-/// Something the downstream set must react to.
-#[derive(Debug)]
-pub(crate) enum Event {
-    /// A server said its tool list changed, or reconnected: re-list its tools.
-    ToolsChanged(String),
+/// Servers whose tools must be listed again (they said their list changed, or
+/// reconnected). Each is refreshed once however often it changed meanwhile, so a server
+/// that floods `list_changed` costs one refresh at a time, and one slow server does not
+/// hold up the others' refreshes.
+#[derive(Default)]
+pub(crate) struct Changes {
+    dirty: Mutex<BTreeSet<String>>,
+    wake: Notify,
+}
+
+impl Changes {
+    /// Marks `server` as changed.
+    pub(crate) fn mark(&self, server: &str) {
+        self.dirty
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(server.to_owned());
+        self.wake.notify_one();
+    }
+
+    /// Waits until something is marked (at once if something was marked meanwhile).
+    pub(crate) async fn changed(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Takes the marked servers, except those in `busy` (they stay marked).
+    pub(crate) fn take(&self, busy: &HashSet<String>) -> Vec<String> {
+        let mut dirty = self.dirty.lock().unwrap_or_else(PoisonError::into_inner);
+        let ready: Vec<String> = dirty
+            .iter()
+            .filter(|s| !busy.contains(*s))
+            .cloned()
+            .collect();
+        for server in &ready {
+            dirty.remove(server);
+        }
+        ready
+    }
 }
 
 /// The `ClientHandler` of one downstream connection.
 pub(crate) struct Relay {
     pub(crate) server: String,
     pub(crate) host: Arc<HostLink>,
-    pub(crate) events: mpsc::UnboundedSender<Event>,
+    pub(crate) changes: Arc<Changes>,
 }
 
 fn unsupported(what: &str) -> ErrorData {
@@ -256,6 +290,6 @@ impl ClientHandler for Relay {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Event::ToolsChanged(self.server.clone()));
+        self.changes.mark(&self.server);
     }
 }

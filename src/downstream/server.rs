@@ -6,16 +6,15 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
-    ClientRequest, ServerResult, Tool,
+    ClientRequest, PaginatedRequestParams, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
-use super::relay::{Event, HostLink, ProgressSink, Relay};
+use super::relay::{Changes, HostLink, ProgressSink, Relay};
 use super::tap::ProgressRoutes;
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
@@ -28,6 +27,31 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const FLUSH_LIMIT: Duration = Duration::from_secs(1);
 /// How long a failed call waits for the connection's watcher to record why it ended.
 const SETTLE: Duration = Duration::from_secs(1);
+/// Most pages of `tools/list` followed: a server that hands out cursors for ever is cut
+/// off here (at rmcp's usual page sizes, far more tools than any host can show).
+pub const MAX_TOOL_PAGES: usize = 100;
+
+/// Lists every tool, following `nextCursor` for at most [`MAX_TOOL_PAGES`] pages.
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor);
+        let page = peer
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        tools.extend(page.tools);
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            return Ok(tools);
+        }
+    }
+    Err(format!(
+        "tools/list still had more after {MAX_TOOL_PAGES} pages ({} tools); gave up",
+        tools.len()
+    ))
+}
 
 /// Where a downstream is in its life.
 #[derive(Clone)]
@@ -71,7 +95,7 @@ pub struct Server {
     /// How long the last successful start took.
     startup: Mutex<Option<Duration>>,
     host: Arc<HostLink>,
-    events: mpsc::UnboundedSender<Event>,
+    changes: Arc<Changes>,
     tracker: TaskTracker,
 }
 
@@ -79,7 +103,7 @@ impl Server {
     pub(crate) fn new(
         config: ServerConfig,
         host: Arc<HostLink>,
-        events: mpsc::UnboundedSender<Event>,
+        changes: Arc<Changes>,
         tracker: TaskTracker,
     ) -> Self {
         Self {
@@ -89,7 +113,7 @@ impl Server {
             tools: RwLock::new(Vec::new()),
             startup: Mutex::new(None),
             host,
-            events,
+            changes,
             tracker,
         }
     }
@@ -187,7 +211,7 @@ impl Server {
                 *self.startup.lock().unwrap_or_else(PoisonError::into_inner) = Some(elapsed);
                 *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
                 if !matches!(previous, State::Starting) {
-                    let _ = self.events.send(Event::ToolsChanged(name.clone()));
+                    self.changes.mark(name);
                 }
                 Ok(live)
             }
@@ -218,19 +242,19 @@ impl Server {
         let relay = Relay {
             server: self.config.name.clone(),
             host: self.host.clone(),
-            events: self.events.clone(),
+            changes: self.changes.clone(),
         };
         let routes = Arc::new(ProgressRoutes::default());
         let connected =
             transport::connect(&self.config, relay, routes.clone(), &self.tracker).await?;
         let peer = connected.service.peer().clone();
-        let tools = match peer.list_all_tools().await {
+        let tools = match list_tools(&peer).await {
             Ok(tools) => tools,
             Err(e) => {
                 let stop = CancellationToken::new();
                 stop.cancel();
                 transport::watch(connected, stop).await;
-                return Err(format!("tools/list failed: {e}"));
+                return Err(e);
             }
         };
         let tools = tools
@@ -261,13 +285,17 @@ impl Server {
         Ok((live, tools))
     }
 
-    /// Lists the tools again on the live connection (after `list_changed` or a restart).
-    pub(crate) async fn relist(self: &Arc<Self>) -> Result<(), DownstreamError> {
-        let live = self.live().await?;
-        let tools = match live.peer.list_all_tools().await {
-            Ok(tools) => tools,
-            Err(e) => return Err(self.exited(&live, e).await),
+    /// Lists the tools again on the live connection (after `list_changed` or a restart),
+    /// within the server's call timeout.
+    pub(crate) async fn relist(self: &Arc<Self>) -> Result<(), String> {
+        let limit = self.config.call_timeout;
+        let listing = async {
+            let live = self.live().await.map_err(|e| e.to_string())?;
+            list_tools(&live.peer).await
         };
+        let tools = tokio::time::timeout(limit, listing)
+            .await
+            .map_err(|_| format!("tools/list took longer than {} ms", limit.as_millis()))??;
         let tools = tools
             .into_iter()
             .filter(|t| self.config.keeps(&t.name))
@@ -301,8 +329,17 @@ impl Server {
     ) -> Result<CallToolResponse, DownstreamError> {
         let server = &self.config.name;
         let tool = params.name.to_string();
+        let cancelled = || DownstreamError::Cancelled {
+            server: server.clone(),
+            tool: tool.clone(),
+        };
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let mut live = self.live().await?;
+        // A server that is (re)starting may take its whole start-up timeout: a cancelled
+        // call does not wait for it.
+        let mut live = tokio::select! {
+            live = self.live() => live?,
+            () = cancel.cancelled() => return Err(cancelled()),
+        };
         let handle = match live
             .peer
             .send_cancellable_request(request.clone(), PeerRequestOptions::no_options())
@@ -313,7 +350,10 @@ impl Server {
                 // The connection broke before the request left, so it is safe to send it
                 // again: wait until the watcher has recorded the death, then restart.
                 self.settle(&live).await;
-                live = self.live().await?;
+                live = tokio::select! {
+                    live = self.live() => live?,
+                    () = cancel.cancelled() => return Err(cancelled()),
+                };
                 match live
                     .peer
                     .send_cancellable_request(request, PeerRequestOptions::no_options())
@@ -357,7 +397,7 @@ impl Server {
             },
             () = cancel.cancelled() => {
                 notify_cancel("cancelled by the client").await;
-                Err(DownstreamError::Cancelled { server: server.clone(), tool })
+                Err(cancelled())
             }
             () = tokio::time::sleep(timeout) => {
                 notify_cancel("timed out in planmux").await;

@@ -1,0 +1,235 @@
+//! Hostile input from outside, end to end: lines a host should never send, answers a
+//! server should never give, listings that never end, and planmux being SIGKILLed. Each
+//! case once froze, hung or silently dropped something.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{alive, call, descendants, eventually, start};
+use serde_json::json;
+
+type R = anyhow::Result<()>;
+
+const RAW_INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
+fn echo_call(id: u64, value: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"chaos__echo","arguments":{{"v":{value}}}}}}}"#
+    )
+}
+
+/// Every host line with a readable id gets an answer: values serde refuses, nesting past
+/// serde's default, a line over the limit; and a notification before `initialize` is
+/// ignored rather than ending the session.
+#[test]
+fn hostile_host_lines_are_answered() -> R {
+    let config = "[proxy]\nmax_message_bytes = 65536\n[servers.chaos]\nbuiltin = \"chaos\"\n";
+    let mut raw = common::RawProxy::start(config)?;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    let init = raw.exchange(RAW_INIT)?;
+    assert_eq!(init["id"], 1, "{init}");
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    // Nested 129 deep: past serde's default limit, within planmux's.
+    let deep = format!("{}7{}", "[".repeat(129), "]".repeat(129));
+    let reply = raw.exchange(&echo_call(2, &deep))?;
+    assert_eq!(reply["id"], 2, "{reply}");
+    let mut inner = &reply["result"]["structuredContent"]["v"];
+    for _ in 0..129 {
+        inner = &inner[0];
+    }
+    assert_eq!(*inner, json!(7));
+    let refused = [
+        (3, "9".repeat(400), "number out of range"),
+        (4, "1e400".to_string(), "number out of range"),
+        (5, r#""\ud800""#.to_string(), "escape"),
+        (
+            6,
+            format!("\"{}\"", "x".repeat(100_000)),
+            "exceeds max_message_bytes (64.0 KiB)",
+        ),
+        (
+            7,
+            format!("{}1{}", "[".repeat(600), "]".repeat(600)),
+            "nested too deeply",
+        ),
+    ];
+    for (id, value, words) in refused {
+        let reply = raw.exchange(&echo_call(id, &value))?;
+        assert_eq!(reply["id"], id, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{id}: {reply}");
+    }
+    let reply = raw.exchange(&echo_call(8, "true"))?;
+    assert_eq!(reply["result"]["structuredContent"], json!({"v": true}));
+    let status = raw.finish()?;
+    assert!(status.success(), "{status}");
+    Ok(())
+}
+
+/// A downstream answer over the limit fails its call at once, saying why, instead of
+/// waiting for the call timeout; one under the (generous) default gets through.
+#[test]
+fn an_oversized_downstream_answer_fails_at_once() -> R {
+    let config = "[proxy]\nmax_message_bytes = 1048576\ncall_timeout_ms = 600000\n[servers.chaos]\nbuiltin = \"chaos\"\n";
+    let mut raw = common::RawProxy::start(config)?;
+    raw.exchange(RAW_INIT)?;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chaos__bytes","arguments":{"n":2000000}}}"#;
+    let reply = raw.exchange(call)?;
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("from server 'chaos' exceeds max_message_bytes (1.0 MiB)"),
+        "{message}"
+    );
+    raw.finish()?;
+
+    let mut raw = common::RawProxy::start("[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    raw.exchange(RAW_INIT)?;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chaos__bytes","arguments":{"n":16777216}}}"#;
+    let reply = raw.exchange(call)?;
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(text.len(), 16_777_216);
+    raw.finish()?;
+    Ok(())
+}
+
+/// A downstream answer nested deeper than max_nesting fails its call at once.
+#[test]
+fn a_too_deep_downstream_answer_fails_at_once() -> R {
+    let config = "[proxy]\ncall_timeout_ms = 600000\n[servers.hostile]\nbuiltin = \"hostile\"\n";
+    let mut raw = common::RawProxy::start(config)?;
+    raw.exchange(RAW_INIT)?;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    let reply = raw.exchange(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hostile__nest","arguments":{"depth":1000}}}"#,
+    )?;
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("nested too deeply"), "{message}");
+    raw.finish()?;
+    Ok(())
+}
+
+/// A 130-step chain where each step echoes the previous output nests its values past
+/// serde's default 128 levels: it must run, not time out.
+#[test]
+fn a_long_echo_chain_runs_past_serdes_nesting_limit() -> R {
+    let config = "[servers.chaos]\nbuiltin = \"chaos\"\n";
+    let mut raw = common::RawProxy::start(config)?;
+    raw.exchange(RAW_INIT)?;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    let mut steps = vec![json!({"id": "s0", "tool": "chaos__echo", "args": {"v": 0}})];
+    for i in 1..130 {
+        steps.push(json!({"id": format!("s{i}"), "tool": "chaos__echo", "args": {"v": format!("$ref:s{}", i - 1)}}));
+    }
+    let plan = json!({"steps": steps, "outputs": ["s129"]});
+    let request = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "execute_plan", "arguments": plan}});
+    let reply = raw.exchange(&request.to_string())?;
+    let result = &reply["result"]["structuredContent"];
+    assert_eq!(result["status"], "succeeded", "{}", result["steps"]["s129"]);
+    let mut inner = &result["outputs"]["s129"];
+    let mut depth = 0;
+    while let Some(next) = inner.get("v") {
+        inner = next;
+        depth += 1;
+    }
+    assert_eq!((depth, inner), (130, &json!(0)));
+    raw.finish()?;
+    Ok(())
+}
+
+fn hostile_and_chaos() -> String {
+    "[proxy]\ncall_timeout_ms = 60000\n[servers.hostile]\nbuiltin = \"hostile\"\n[servers.chaos]\nbuiltin = \"chaos\"\n".into()
+}
+
+/// Waits until the catalog lists `name`.
+async fn listed(proxy: &common::Proxy, name: &str) -> anyhow::Result<bool> {
+    for _ in 0..100 {
+        let tools = proxy.client.list_all_tools().await?;
+        if tools.iter().any(|t| t.name == name) {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(false)
+}
+
+/// One server whose tools/list never answers, or never ends, does not stop the others'
+/// list changes from reaching the catalog, and planmux keeps serving.
+#[tokio::test]
+async fn a_stuck_listing_does_not_hold_up_other_servers() -> R {
+    for stuck in ["hostile__stall_listing", "hostile__endless_listing"] {
+        let proxy = start(&hostile_and_chaos()).await?;
+        proxy.client.call_tool(call(stuck, json!({}))).await?;
+        proxy
+            .client
+            .call_tool(call("chaos__toggle_extra", json!({})))
+            .await?;
+        assert!(
+            listed(&proxy, "chaos__extra").await?,
+            "{stuck}: chaos's change was held up"
+        );
+        // The stuck server's tools stay as last listed, and callable.
+        let nested = proxy
+            .client
+            .call_tool(call("hostile__nest", json!({"depth": 3})))
+            .await?;
+        assert_eq!(
+            common::json(&nested)["structuredContent"],
+            json!({"nested": [[[]]]}),
+            "{stuck}"
+        );
+        proxy.client.cancel().await?;
+    }
+    Ok(())
+}
+
+/// A tool whose input schema explodes when followed does not freeze validation.
+#[tokio::test]
+async fn a_schema_bomb_does_not_freeze_validation() -> R {
+    let proxy = start(&hostile_and_chaos()).await?;
+    let plan = json!({"steps": [{"id": "b", "tool": "hostile__bomb", "args": {"a": 1, "b": [1, 2, {"c": 3}]}}]});
+    let result = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    assert_eq!(
+        common::json(&result)["status"],
+        "succeeded",
+        "{}",
+        common::text(&result)
+    );
+    proxy.client.cancel().await?;
+    Ok(())
+}
+
+/// Linux: a child that ignores the end of its stdin still dies with planmux, even when
+/// planmux is SIGKILLed and cannot close anything (the parent-death signal).
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn no_child_outlives_a_sigkilled_planmux() -> R {
+    // Once the demo exits, sh turns into `sleep` (same pid): a child deaf to stdin EOF.
+    let config = format!(
+        "[servers.deaf]\ncommand = \"sh\"\nargs = [\"-c\", \"{} demo chaos; exec sleep 600\"]\n",
+        common::bin()
+    );
+    let proxy = start(&config).await?;
+    proxy
+        .client
+        .call_tool(call("deaf__echo", json!({})))
+        .await?;
+    let family = descendants(proxy.pid);
+    assert!(family.len() >= 2, "expected sh and the demo: {family:?}");
+    Command::new("kill")
+        .args(["-KILL", &proxy.pid.to_string()])
+        .status()?;
+    let gone = eventually(Duration::from_secs(10), || {
+        family.iter().all(|p| !alive(*p))
+    })
+    .await;
+    let left: Vec<_> = family.iter().filter(|p| alive(**p)).collect();
+    assert!(gone, "left running after SIGKILL: {left:?}");
+    Ok(())
+}
