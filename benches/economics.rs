@@ -34,7 +34,7 @@ use std::sync::Arc;
 use anyhow::{Context, ensure};
 use planmux::config::{Config, DEFAULT_CONFIG};
 use planmux::downstream::Downstreams;
-use planmux::exec::PlanRunner;
+use planmux::runner::PlanRunner;
 use planmux::plan::{EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, execute_plan_input_schema};
 use rmcp::model::Tool;
 use serde_json::json;

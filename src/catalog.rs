@@ -176,14 +176,7 @@ fn with_hash(prefix: &str, raw: &str) -> String {
         .collect();
     let keep = MAX_NAME_LEN - 9;
     let cut: String = clean.chars().take(keep).collect();
-    format!("{cut}_{:08x}", fnv1a(raw) as u32)
-}
-
-/// FNV-1a 64: stable across runs, platforms and versions (unlike `DefaultHasher`).
-pub(crate) fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    format!("{cut}_{:08x}", crate::fnv::fnv1a(raw) as u32)
 }
 
 #[cfg(test)]

@@ -8,12 +8,10 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use planmux::config::Config;
 use planmux::demo::DemoKind;
-use planmux::downstream::{Downstreams, HostLink};
-use planmux::exec::{Observer, PlanRunner, RunRecord, RunStatus, StepRecord};
+use planmux::downstream::Downstreams;
+use planmux::exec::{Observer, RunRecord, RunStatus, StepRecord};
 use planmux::plan::{PlanIssue, PlannedStep, dot, mermaid, render_issues, schedule};
-use planmux::upstream::Upstream;
-use planmux::wire::LineTransport;
-use rmcp::ServiceExt;
+use planmux::runner::PlanRunner;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -133,51 +131,10 @@ async fn run(cli: Cli) -> Result<i32> {
 }
 
 async fn serve(config: Config) -> Result<()> {
-    let host = Arc::new(HostLink::default());
-    let shutdown = CancellationToken::new();
-    // Answer the host's handshake at once; tools/list and calls wait for the servers.
-    let downstreams = Downstreams::new(&config, host.clone());
-    let starting = tokio::spawn({
-        let downstreams = downstreams.clone();
-        async move { downstreams.connect_all().await }
-    });
     let (reader, writer) = rmcp::transport::io::stdio_pipes();
-    let transport = LineTransport::new(reader, writer, config.proxy.wire, "the host").serving();
-    // The host hanging up is noticed even while rmcp is still draining requests.
-    let eof = transport.eof();
-    let runner = Arc::new(PlanRunner::new(downstreams.clone(), &config));
-    let upstream = Upstream::new(downstreams.clone(), runner, host, shutdown.clone());
-    let outcome = async {
-        let service = upstream
-            .serve(transport)
-            .await
-            .context("MCP handshake with the host failed")?;
-        let stop = service.cancellation_token();
-        let waiting = service.waiting();
-        tokio::pin!(waiting);
-        tokio::select! {
-            _ = &mut waiting => {}
-            () = eof.cancelled() => {
-                // The host hung up: stop the calls in flight rather than drain them.
-                shutdown.cancel();
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut waiting).await;
-            }
-            () = terminated() => {
-                shutdown.cancel();
-                stop.cancel();
-            }
-        }
-        anyhow::Ok(())
-    };
-    let result = tokio::select! {
-        result = outcome => result,
-        () = terminated() => Ok(()),
-    };
-    shutdown.cancel();
-    starting.abort();
-    downstreams.shutdown().await;
-    tracing::info!("shut down");
-    result
+    planmux::serve::serve(&config, reader, writer, terminated())
+        .await
+        .context("MCP handshake with the host failed")
 }
 
 /// Resolves on SIGTERM or SIGINT.

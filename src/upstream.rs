@@ -21,10 +21,15 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::downstream::{DownstreamError, Downstreams, HostLink, ProgressSink};
-use crate::exec::{Observer, Outcome, PlanRunner, StepRecord, StepStatus, is_error, result_schema};
+use crate::exec::{Observer, StepRecord, StepStatus, is_error, result_schema};
 use crate::plan::{
     EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, execute_plan_input_schema, render_issues,
 };
+use crate::runner::{Outcome, PlanRunner};
+
+/// Longest error text a tool result carries: room for every plan issue reported, a cap
+/// for anything quoted from outside.
+const MAX_ERROR_CHARS: usize = 16_000;
 
 /// Run records are resources under this prefix: `planmux://runs/{run_id}`.
 const RUNS_URI: &str = "planmux://runs/";
@@ -83,7 +88,7 @@ impl Upstream {
             None => &crate::exec::Quiet,
         };
         let outcome = {
-            let run = self.runner.execute(&arguments, observer, cancel.clone());
+            let run = self.runner.execute(arguments, observer, cancel.clone());
             tokio::pin!(run);
             tokio::select! {
                 outcome = &mut run => outcome,
@@ -98,12 +103,13 @@ impl Upstream {
         }
         match outcome {
             Outcome::Invalid(issues) => tool_error(render_issues(&issues)),
+            Outcome::Unfinished(why) => tool_error(why),
             Outcome::Ran(record) => {
-                let result = self.runner.result(&record);
-                let text = record.render_text(&result);
+                let failed = is_error(&record);
+                let (result, text) = self.runner.answer(record).await;
                 let mut answer = CallToolResult::structured(result);
                 answer.content = vec![ContentBlock::text(text)];
-                answer.is_error = Some(is_error(&record));
+                answer.is_error = Some(failed);
                 answer
             }
         }
@@ -162,6 +168,7 @@ impl Observer for ProgressRelay {
 
 /// A failure a model should read, as a tool result with `isError: true`.
 fn tool_error(message: String) -> CallToolResult {
+    let message = crate::text::clip(&message, MAX_ERROR_CHARS).into_owned();
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail, ensure};
 use planmux::downstream::Downstreams;
-use planmux::exec::{Outcome, PlanRunner, Quiet, RunRecord, RunStatus};
+use planmux::exec::{Quiet, RunRecord, RunStatus};
+use planmux::runner::{Outcome, PlanRunner};
 use planmux::plan::{StepId, ValidatedPlan, output_value, render_issues, schedule};
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use serde_json::Value;
@@ -81,11 +82,12 @@ pub async fn replay(
 /// Runs the plan as `execute_plan` would; anything short of full success is an error.
 async fn run_plan(scenario: &Scenario, runner: &PlanRunner) -> anyhow::Result<Arc<RunRecord>> {
     let record = match runner
-        .execute(&scenario.plan, &Quiet, CancellationToken::new())
+        .execute(scenario.plan.clone(), &Quiet, CancellationToken::new())
         .await
     {
         Outcome::Ran(record) => record,
         Outcome::Invalid(issues) => bail!("invalid plan:\n{}", render_issues(&issues)),
+        Outcome::Unfinished(why) => bail!("{why}"),
     };
     for step in &record.steps {
         let warnings: Vec<String> = step.warnings.iter().map(ToString::to_string).collect();

@@ -91,7 +91,7 @@ pub(super) fn call(name: &str, args: &JsonObject) -> Result<CallToolResult, rmcp
 
 /// A stable seed per place, so the same city always has the same weather.
 fn seed(text: &str) -> u64 {
-    crate::catalog::fnv1a(text)
+    crate::fnv::fnv1a(text)
 }
 
 fn report(location: &str) -> Value {

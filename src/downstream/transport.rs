@@ -24,6 +24,8 @@ use crate::wire::LineTransport;
 
 /// How many of a child's last stderr lines are kept to explain why it failed.
 const STDERR_TAIL_LINES: usize = 8;
+/// Longest stderr line kept (the rest is cut): the tail ends up in messages to the model.
+const STDERR_LINE_CHARS: usize = 240;
 /// After closing a child's stdin, how long it may take to exit by itself.
 pub const CLOSE_GRACE: Duration = Duration::from_millis(500);
 /// After SIGTERM, how long before SIGKILL.
@@ -50,7 +52,7 @@ impl StderrTail {
         if lines.len() == STDERR_TAIL_LINES {
             lines.pop_front();
         }
-        lines.push_back(line);
+        lines.push_back(crate::text::clip(&line, STDERR_LINE_CHARS).into_owned());
     }
 
     /// " (stderr: …)" with the last lines, or nothing when there were none.

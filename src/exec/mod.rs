@@ -5,7 +5,6 @@
 mod record;
 mod runs;
 mod scheduler;
-mod service;
 mod step;
 mod truncate;
 
@@ -16,10 +15,11 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use record::{RunRecord, RunStatus, Selection, StepRecord, StepStatus};
+pub use record::{
+    RunRecord, RunStatus, Selection, StepRecord, StepStatus, is_error, result_schema,
+};
 pub use runs::RunStore;
 pub use scheduler::run;
-pub use service::{Outcome, PlanRunner, is_error, result_schema};
 pub use truncate::{Cut, truncate};
 
 use crate::plan::PlannedStep;
@@ -43,7 +43,8 @@ pub enum InvokeError {
     Rejected(String),
 }
 
-/// Calls one tool. planmux's invoker is [`crate::downstream::Downstreams`]; tests use fakes.
+/// Calls one tool. planmux's invoker is the downstream servers (see `runner`); tests use
+/// fakes.
 pub trait Invoker: Send + Sync + 'static {
     /// Calls `step`'s tool with `args` and returns the `CallToolResult` as JSON. Should stop
     /// promptly (returning [`InvokeError::Cancelled`]) when `cancel` fires; the executor

@@ -7,6 +7,25 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::truncate::truncate;
+use crate::text::clip;
+
+/// Longest error, reason or warning the model reads; the run record keeps them whole.
+pub const MAX_MESSAGE_CHARS: usize = 1_000;
+/// Most warnings listed per step or per plan in the result.
+const MAX_WARNINGS: usize = 10;
+
+/// Messages for the model: at most [`MAX_WARNINGS`], each clipped, then how many more.
+fn bounded<T: ToString>(messages: &[T]) -> Vec<String> {
+    let mut out: Vec<String> = messages
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|m| clip(&m.to_string(), MAX_MESSAGE_CHARS).into_owned())
+        .collect();
+    if messages.len() > MAX_WARNINGS {
+        out.push(format!("… and {} more", messages.len() - MAX_WARNINGS));
+    }
+    out
+}
 use crate::plan::ResolveWarning;
 
 /// How a step ended. Every step ends in exactly one of these.
@@ -215,17 +234,16 @@ impl RunRecord {
                 entry.insert("duration_ms".into(), json!(d));
             }
             if let Some(e) = &step.error {
-                entry.insert("error".into(), json!(e));
+                entry.insert("error".into(), json!(clip(e, MAX_MESSAGE_CHARS)));
             }
             if let Some(r) = &step.reason {
-                entry.insert("reason".into(), json!(r));
+                entry.insert("reason".into(), json!(clip(r, MAX_MESSAGE_CHARS)));
             }
             if step.attempts > 1 {
                 entry.insert("attempts".into(), json!(step.attempts));
             }
             if !step.warnings.is_empty() {
-                let w: Vec<String> = step.warnings.iter().map(ToString::to_string).collect();
-                entry.insert("warnings".into(), json!(w));
+                entry.insert("warnings".into(), json!(bounded(&step.warnings)));
             }
             steps.insert(step.id.clone(), Value::Object(entry));
         }
@@ -251,7 +269,7 @@ impl RunRecord {
                 map.insert("winner".into(), json!(winner));
             }
             if let Some(stopped) = &self.stopped {
-                map.insert("stopped".into(), json!(stopped));
+                map.insert("stopped".into(), json!(clip(stopped, MAX_MESSAGE_CHARS)));
             }
             let warnings: Vec<String> = self
                 .warnings
@@ -264,7 +282,7 @@ impl RunRecord {
                 }))
                 .collect();
             if !warnings.is_empty() {
-                map.insert("warnings".into(), json!(warnings));
+                map.insert("warnings".into(), json!(bounded(&warnings)));
             }
         }
         result
@@ -319,4 +337,50 @@ impl RunRecord {
         }
         out
     }
+}
+
+/// Whether a run's result is reported with `isError: true`: when nothing it was asked
+/// for succeeded.
+pub fn is_error(record: &RunRecord) -> bool {
+    record.status == RunStatus::Failed
+}
+
+/// The JSON Schema of `execute_plan`'s structured result.
+pub fn result_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": ["succeeded", "partial", "failed"]},
+            "outputs": {"type": "object", "description": "The value of each step asked for."},
+            "steps": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "status": {"type": "string", "enum": ["succeeded", "failed", "skipped", "cancelled", "timed_out"]},
+                        "duration_ms": {"type": "number"},
+                        "error": {"type": "string"},
+                        "reason": {"type": "string"},
+                        "attempts": {"type": "integer"},
+                        "warnings": {"type": "array", "items": {"type": "string"}}
+                    },
+                    "required": ["status"]
+                }
+            },
+            "stats": {
+                "type": "object",
+                "properties": {
+                    "steps": {"type": "integer"}, "succeeded": {"type": "integer"},
+                    "failed": {"type": "integer"}, "skipped": {"type": "integer"},
+                    "cancelled": {"type": "integer"}, "duration_ms": {"type": "number"}
+                }
+            },
+            "run_id": {"type": "string", "description": "The full record is the resource planmux://runs/{run_id}."},
+            "winner": {"type": "string"},
+            "truncated": {"type": "object"},
+            "stopped": {"type": "string"},
+            "warnings": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["status", "outputs", "steps", "stats", "run_id"]
+    })
 }

@@ -1,0 +1,177 @@
+//! Plans run against the downstream servers: where the executor meets the downstreams.
+//! It validates against the live catalog, runs through the downstreams (the executor's
+//! [`Invoker`]), and keeps the records. Used by the MCP server and by `planmux run`.
+//!
+//! The executor and the downstreams know nothing of each other; this module composes
+//! them, so neither depends on the other.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+
+use crate::config::Config;
+use crate::downstream::{DownstreamError, Downstreams};
+use crate::exec::{InvokeError, Invoker, Observer, RunRecord, RunStore, Settings, run};
+use crate::plan::{Limits, PlanIssue, PlannedStep, ValidatedPlan, prepare};
+
+/// What became of a plan.
+pub enum Outcome {
+    /// It did not validate; nothing ran.
+    Invalid(Vec<PlanIssue>),
+    /// It ran; the record is also kept in the run store.
+    Ran(Arc<RunRecord>),
+    /// Validation did not finish (cancelled, out of time, or it broke); nothing ran.
+    Unfinished(String),
+}
+
+/// Runs plans against the downstreams.
+pub struct PlanRunner {
+    downstreams: Arc<Downstreams>,
+    settings: Settings,
+    limits: Limits,
+    max_output_chars: usize,
+    /// The last runs' records.
+    pub runs: RunStore,
+}
+
+impl PlanRunner {
+    /// A runner with the limits of `config`.
+    pub fn new(downstreams: Arc<Downstreams>, config: &Config) -> Self {
+        Self {
+            downstreams,
+            settings: Settings::from_config(config),
+            limits: Limits {
+                max_plan_steps: config.proxy.max_plan_steps,
+            },
+            max_output_chars: config.proxy.max_output_chars,
+            runs: RunStore::default(),
+        }
+    }
+
+    /// Parses and validates `execute_plan`'s arguments against the current catalog.
+    pub fn validate(&self, arguments: &Value) -> Result<ValidatedPlan, Vec<PlanIssue>> {
+        let catalog = self.downstreams.catalog();
+        prepare(arguments, catalog.tool_specs(), &self.limits)
+    }
+
+    /// Validates and runs a plan; `cancel` stops it.
+    ///
+    /// Validation runs on a blocking thread, within the plan time limit: a heavy plan (or
+    /// a hostile tool schema) never holds up other calls, the plan's own cancellation or
+    /// a signal, which all live on the I/O thread.
+    pub async fn execute(
+        &self,
+        arguments: Value,
+        observer: &dyn Observer,
+        cancel: CancellationToken,
+    ) -> Outcome {
+        // Validation needs the whole catalog: wait for the servers' first start.
+        self.downstreams.started().await;
+        let catalog = self.downstreams.catalog();
+        let limits = self.limits.clone();
+        let checking =
+            tokio::task::spawn_blocking(move || prepare(&arguments, catalog.tool_specs(), &limits));
+        let limit = self.settings.plan_timeout;
+        let checked = tokio::select! {
+            checked = tokio::time::timeout(limit, checking) => checked,
+            () = cancel.cancelled() => return Outcome::Unfinished("the plan was cancelled while it was being validated".into()),
+        };
+        match checked {
+            Err(_) => Outcome::Unfinished(format!(
+                "validating the plan took longer than {} ms",
+                limit.as_millis()
+            )),
+            Ok(Err(broke)) => Outcome::Unfinished(format!("validating the plan failed: {broke}")),
+            Ok(Ok(Err(issues))) => Outcome::Invalid(issues),
+            Ok(Ok(Ok(plan))) => Outcome::Ran(self.run(&plan, observer, cancel).await),
+        }
+    }
+
+    /// Runs a validated plan and keeps its record.
+    pub async fn run(
+        &self,
+        plan: &ValidatedPlan,
+        observer: &dyn Observer,
+        cancel: CancellationToken,
+    ) -> Arc<RunRecord> {
+        let record = Arc::new(
+            run(
+                plan,
+                self.downstreams.clone(),
+                &self.settings,
+                observer,
+                cancel,
+            )
+            .await,
+        );
+        self.runs.insert(record.clone());
+        record
+    }
+
+    /// The lean result of a run, as the model sees it.
+    pub fn result(&self, record: &RunRecord) -> Value {
+        record.result(self.max_output_chars)
+    }
+
+    /// The lean result and its text rendering, built on a blocking thread: cutting large
+    /// outputs down to size is work in proportion to them.
+    pub async fn answer(&self, record: Arc<RunRecord>) -> (Value, String) {
+        let max = self.max_output_chars;
+        let built = tokio::task::spawn_blocking(move || {
+            let result = record.result(max);
+            let text = record.render_text(&result);
+            (result, text)
+        });
+        built.await.unwrap_or_else(|broke| {
+            let text = format!("building the plan's result failed: {broke}");
+            (serde_json::json!({"status": "failed", "error": text}), text)
+        })
+    }
+}
+
+/// Plans call tools through the downstreams, by exported name.
+impl Invoker for Downstreams {
+    async fn invoke(
+        &self,
+        step: &PlannedStep,
+        args: Value,
+        cancel: CancellationToken,
+    ) -> Result<Value, InvokeError> {
+        let mut params = CallToolRequestParams::new(step.exported.clone());
+        params.arguments = match args {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(InvokeError::Rejected(format!(
+                    "arguments must be an object, got {}",
+                    crate::plan::describe_value(&other)
+                )));
+            }
+        };
+        match self.call_tool(params, None, &cancel).await {
+            Ok(CallToolResponse::Complete(result)) => {
+                serde_json::to_value(result).map_err(|e| InvokeError::Rejected(e.to_string()))
+            }
+            Ok(_) => Err(InvokeError::Rejected(format!(
+                "{} asked for more input, which a plan cannot give; call it directly",
+                step.exported
+            ))),
+            Err(DownstreamError::Cancelled { .. }) => Err(InvokeError::Cancelled),
+            Err(e @ DownstreamError::Timeout { .. }) => Err(InvokeError::Timeout(e.to_string())),
+            Err(
+                e @ (DownstreamError::StartFailed { .. }
+                | DownstreamError::Down { .. }
+                | DownstreamError::Exited { .. }),
+            ) => Err(InvokeError::Unavailable(e.to_string())),
+            Err(
+                e @ (DownstreamError::UnknownTool { .. }
+                | DownstreamError::Rpc { .. }
+                | DownstreamError::Protocol { .. }
+                | DownstreamError::Closed { .. }),
+            ) => Err(InvokeError::Rejected(e.to_string())),
+        }
+    }
+}

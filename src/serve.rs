@@ -1,0 +1,135 @@
+//! The whole server in the library: `planmux serve` over any byte stream, from the
+//! downstreams' start to their shutdown, so that serving, end of input and shutdown can
+//! be tested in-process. `main.rs` only parses the command line and calls [`serve`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::service::ServerInitializeError;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::downstream::{Downstreams, HostLink};
+use crate::runner::PlanRunner;
+use crate::upstream::Upstream;
+use crate::wire::LineTransport;
+
+/// How long calls in flight may take to wind down once the host has hung up.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// Serves MCP to the host at the other end of `read`/`write` until the host hangs up or
+/// `shutdown` resolves; then stops the calls in flight and closes every downstream (their
+/// processes gone) before returning. The host's handshake is answered at once, while the
+/// downstreams start.
+pub async fn serve<R, W>(
+    config: &Config,
+    read: R,
+    write: W,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerInitializeError>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let host = Arc::new(HostLink::default());
+    let stop = CancellationToken::new();
+    let downstreams = Downstreams::new(config, host.clone());
+    let starting = tokio::spawn({
+        let downstreams = downstreams.clone();
+        async move { downstreams.connect_all().await }
+    });
+    let transport = LineTransport::new(read, write, config.proxy.wire, "the host").serving();
+    // The host hanging up is noticed even while rmcp is still draining requests.
+    let eof = transport.eof();
+    let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));
+    let upstream = Upstream::new(downstreams.clone(), runner, host, stop.clone());
+    let session = async {
+        let service = upstream.serve(transport).await?;
+        let waiting = service.waiting();
+        tokio::pin!(waiting);
+        tokio::select! {
+            _ = &mut waiting => {}
+            () = eof.cancelled() => {
+                // The host hung up: stop the calls in flight rather than drain them.
+                stop.cancel();
+                let _ = tokio::time::timeout(DRAIN, &mut waiting).await;
+            }
+        }
+        Ok(())
+    };
+    // Dropping the session on shutdown closes it (rmcp cancels a dropped service).
+    let result = tokio::select! {
+        result = session => result,
+        () = shutdown => Ok(()),
+    };
+    stop.cancel();
+    starting.abort();
+    downstreams.shutdown().await;
+    tracing::info!("shut down");
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use rmcp::model::CallToolRequestParams;
+    use serde_json::json;
+
+    use super::*;
+
+    fn config() -> Config {
+        let text = "[servers.chaos]\nbuiltin = \"chaos\"\n";
+        Config::parse(text, "test", Path::new("."), &|_| None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn sleep_call() -> CallToolRequestParams {
+        let mut params = CallToolRequestParams::new("chaos__sleep");
+        params.arguments = json!({"ms": 600_000}).as_object().cloned();
+        params
+    }
+
+    /// Serves on an in-memory pipe, starts a long call, then ends the session with `end`;
+    /// `serve` must return within `bound` although the call never finishes.
+    async fn ends_promptly(hang_up: bool) {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let shutdown = CancellationToken::new();
+        let config = config();
+        let server = serve(&config, read, write, shutdown.clone().cancelled_owned());
+        let client = async {
+            let client = ().serve(theirs).await.unwrap_or_else(|e| panic!("{e}"));
+            let peer = client.peer().clone();
+            let call = tokio::spawn(async move { peer.call_tool(sleep_call()).await });
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if hang_up {
+                drop(client);
+            } else {
+                shutdown.cancel();
+            }
+            call.abort_handle()
+        };
+        let started = std::time::Instant::now();
+        let (served, call) = tokio::join!(server, client);
+        assert!(served.is_ok(), "{served:?}");
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "serve took {took:?} to return"
+        );
+        call.abort();
+    }
+
+    #[tokio::test]
+    async fn the_host_hanging_up_ends_serving_with_a_call_in_flight() {
+        ends_promptly(true).await;
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_serving_with_a_call_in_flight() {
+        ends_promptly(false).await;
+    }
+}
