@@ -34,8 +34,8 @@ use std::sync::Arc;
 use anyhow::{Context, ensure};
 use planmux::config::{Config, DEFAULT_CONFIG};
 use planmux::downstream::Downstreams;
-use planmux::runner::PlanRunner;
 use planmux::plan::{EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, execute_plan_input_schema};
+use planmux::runner::PlanRunner;
 use rmcp::model::Tool;
 use serde_json::json;
 
