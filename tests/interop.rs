@@ -935,3 +935,35 @@ async fn plans_run_across_server_everything() -> R {
     );
     Ok(())
 }
+
+/// A 9 MB file comes back from server-filesystem twice (text and structuredContent), an
+/// answer past rmcp's 16 MiB line limit: it must arrive whole, not time out.
+#[test]
+fn filesystem_reads_a_9_mb_file_through_planmux() -> R {
+    let _t = Timer::start("filesystem_reads_a_9_mb_file_through_planmux");
+    let root = tempfile::tempdir()?;
+    let root_path = std::fs::canonicalize(root.path())?;
+    let root_str = root_path.to_string_lossy().into_owned();
+    let file = root_path.join("big.txt");
+    let line = "0123456789abcdef".repeat(8) + "\n";
+    std::fs::write(&file, line.repeat(9_000_000 / line.len()))?;
+    let script = entry(FILESYSTEM);
+    let config = stdio_server("fs", node(), &[&script, &root_str], "");
+    let mut raw = common::RawProxy::start(&config)?;
+    raw.exchange(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)?;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    let request = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "fs__read_text_file", "arguments": {"path": file.to_string_lossy()}}});
+    let reply = raw.exchange(&request.to_string())?;
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        text.len(),
+        std::fs::metadata(&file)?.len() as usize,
+        "{}",
+        &reply.to_string()[..300.min(reply.to_string().len())]
+    );
+    raw.finish()?;
+    Ok(())
+}
