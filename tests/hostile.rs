@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{alive, call, descendants, eventually, start};
-use serde_json::json;
+use serde_json::{Value, json};
 
 type R = anyhow::Result<()>;
 
@@ -232,4 +232,132 @@ async fn no_child_outlives_a_sigkilled_planmux() -> R {
     let left: Vec<_> = family.iter().filter(|p| alive(**p)).collect();
     assert!(gone, "left running after SIGKILL: {left:?}");
     Ok(())
+}
+
+/// Random mutations of the example plans, sent to one planmux serving in-process: every
+/// plan gets an answer (a result or an error) within its bound, and planmux still serves
+/// afterwards. `PROPTEST_CASES=5000 cargo test --test hostile mutated` runs more by hand.
+#[test]
+fn mutated_plans_always_get_an_answer_and_planmux_keeps_serving() -> R {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config as RunnerConfig, TestRunner};
+    use rmcp::ServiceExt;
+
+    let sandbox = tempfile::tempdir()?;
+    let text = "[proxy]\nplan_timeout_ms = 2000\ncall_timeout_ms = 2000\n\
+        [servers.metrics]\nbuiltin = \"metrics\"\n[servers.weather]\nbuiltin = \"weather\"\n\
+        [servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n[servers.chaos]\nbuiltin = \"chaos\"\n";
+    let config = planmux::config::Config::parse(text, "test", sandbox.path(), &|_| None)?;
+    let plans: Vec<Value> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/plans"))?
+            .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
+            .filter_map(|text| serde_json::from_str(&text).ok())
+            .collect();
+    anyhow::ensure!(plans.len() >= 5, "the example plans are missing");
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(ours);
+    let server = runtime.spawn(async move {
+        planmux::serve::serve(&config, read, write, std::future::pending()).await
+    });
+    let client = runtime.block_on(async { ().serve(theirs).await })?;
+
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(256);
+    let mut runner = TestRunner::new(RunnerConfig {
+        cases,
+        ..RunnerConfig::default()
+    });
+    let mutation = (any::<prop::sample::Index>(), 0u8..8, any::<u32>());
+    let strategy = (0..plans.len(), prop::collection::vec(mutation, 1..6));
+    runner
+        .run(&strategy, |(base, edits)| {
+            let mut plan = plans[base].clone();
+            for (at, op, n) in edits {
+                mutate(&mut plan, at, op, n);
+            }
+            let answered = runtime.block_on(async {
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    client.call_tool(call("execute_plan", plan.clone())),
+                )
+                .await
+            });
+            prop_assert!(answered.is_ok(), "no answer within 10 s to {}", clip(&plan));
+            Ok(())
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    // Still serving.
+    let echoed = runtime.block_on(client.call_tool(call("chaos__echo", json!({"still": true}))))?;
+    assert_eq!(
+        common::json(&echoed)["structuredContent"],
+        json!({"still": true})
+    );
+    runtime.block_on(client.cancel())?;
+    let served = runtime.block_on(server)?;
+    assert!(served.is_ok(), "{served:?}");
+    Ok(())
+}
+
+fn clip(value: &Value) -> String {
+    value.to_string().chars().take(400).collect()
+}
+
+/// Applies one mutation to the node that `at` picks (in depth-first order).
+fn mutate(plan: &mut Value, at: proptest::sample::Index, op: u8, n: u32) {
+    let mut count = 0;
+    count_nodes(plan, &mut count);
+    let target = at.index(count.max(1));
+    let mut seen = 0;
+    if let Some(node) = nth_node(plan, target, &mut seen) {
+        let nasty = [
+            json!("${"),
+            json!("$<a.b"),
+            json!("$ref:"),
+            json!("${nope.x} and $<s1.a.b>"),
+            json!({"$ref": "input", "jsonpath": "$..*..*[?@ == 7]"}),
+            json!("$<".repeat(20_000)),
+            json!("x".repeat(200_000)),
+            json!(-1),
+        ];
+        *node = match op {
+            0 => nasty[n as usize % nasty.len()].clone(),
+            1 => (0..(n % 200)).fold(json!(1), |inner, _| json!([inner])),
+            2 => json!(n),
+            3 => json!(null),
+            4 => {
+                json!({"retries": n, "timeout_ms": n % 100_000, "tool": "chaos__sleep", "args": {"ms": n % 5_000}})
+            }
+            5 => Value::String(format!("$ref:s{}", n % 300)),
+            6 => json!([node.clone(), node.clone()]),
+            _ => json!({}),
+        };
+    }
+}
+
+fn count_nodes(value: &Value, count: &mut usize) {
+    *count += 1;
+    match value {
+        Value::Array(items) => items.iter().for_each(|v| count_nodes(v, count)),
+        Value::Object(map) => map.values().for_each(|v| count_nodes(v, count)),
+        _ => {}
+    }
+}
+
+fn nth_node<'a>(value: &'a mut Value, target: usize, seen: &mut usize) -> Option<&'a mut Value> {
+    if *seen == target {
+        return Some(value);
+    }
+    *seen += 1;
+    match value {
+        Value::Array(items) => items.iter_mut().find_map(|v| nth_node(v, target, seen)),
+        Value::Object(map) => map.values_mut().find_map(|v| nth_node(v, target, seen)),
+        _ => None,
+    }
 }
