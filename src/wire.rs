@@ -169,7 +169,6 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
         if text.is_empty() {
             return Decoded::Skip;
         }
-        let envelope = Envelope::scan(text);
         let problem = match line {
             Line::Oversized(size) => Problem::TooLarge(size),
             Line::Whole => match nesting(text) {
@@ -180,7 +179,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
                 },
             },
         };
-        self.reject(envelope, problem)
+        self.reject(Envelope::scan(text), problem)
     }
 
     /// Passes a parsed message on, unless it is a notification before the first request.

@@ -340,11 +340,26 @@ impl Server {
             live = self.live() => live?,
             () = cancel.cancelled() => return Err(cancelled()),
         };
-        let handle = match live
-            .peer
-            .send_cancellable_request(request.clone(), PeerRequestOptions::no_options())
-            .await
-        {
+        // The call's time limit covers sending too: a server that stops reading its input
+        // must not hold the call.
+        let timeout = self.config.call_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || DownstreamError::Timeout {
+            server: server.clone(),
+            tool: tool.clone(),
+            after: timeout,
+        };
+        let send = |live: Arc<Live>, request: ClientRequest| async move {
+            live.peer
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
+        };
+        let first = tokio::select! {
+            sent = send(live.clone(), request.clone()) => sent,
+            () = cancel.cancelled() => return Err(cancelled()),
+            () = tokio::time::sleep_until(deadline) => return Err(timed_out()),
+        };
+        let handle = match first {
             Ok(handle) => handle,
             Err(_) => {
                 // The connection broke before the request left, so it is safe to send it
@@ -354,11 +369,12 @@ impl Server {
                     live = self.live() => live?,
                     () = cancel.cancelled() => return Err(cancelled()),
                 };
-                match live
-                    .peer
-                    .send_cancellable_request(request, PeerRequestOptions::no_options())
-                    .await
-                {
+                let again = tokio::select! {
+                    sent = send(live.clone(), request) => sent,
+                    () = cancel.cancelled() => return Err(cancelled()),
+                    () = tokio::time::sleep_until(deadline) => return Err(timed_out()),
+                };
+                match again {
                     Ok(handle) => handle,
                     Err(e) => return Err(self.exited(&live, e).await),
                 }
@@ -376,12 +392,12 @@ impl Server {
             (route, task)
         });
         let id = handle.id.clone();
-        let timeout = self.config.call_timeout;
         let notify_cancel = |reason: &str| {
             let peer = live.peer.clone();
             let param = CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_string()));
             async move {
-                let _ = peer.notify_cancelled(param).await;
+                // Bounded like everything else: the server may have stopped reading.
+                let _ = tokio::time::timeout(SETTLE, peer.notify_cancelled(param)).await;
             }
         };
         let result = tokio::select! {
@@ -399,9 +415,9 @@ impl Server {
                 notify_cancel("cancelled by the client").await;
                 Err(cancelled())
             }
-            () = tokio::time::sleep(timeout) => {
+            () = tokio::time::sleep_until(deadline) => {
                 notify_cancel("timed out in planmux").await;
-                Err(DownstreamError::Timeout { server: server.clone(), tool, after: timeout })
+                Err(timed_out())
             }
             () = live.ended.cancelled() => Err(self.exited(&live, ServiceError::TransportClosed).await),
         };

@@ -11,7 +11,10 @@
 //! regex-syntax. The downstream server validates fully anyway, so this checker covers
 //! what catches most model mistakes: `type` (with `integer`), `required`, `properties`,
 //! `additionalProperties` (false or a schema), `enum`, `const`, `items`, local `$ref`,
-//! `allOf`, `anyOf` and `oneOf`. Other keywords are ignored (accepted).
+//! `allOf`, `anyOf` and `oneOf`. Other keywords are ignored (accepted). The work per step is
+//! bounded by [`MAX_SCHEMA_NODES`].
+
+use std::cell::Cell;
 
 use serde_json::{Map, Value};
 
@@ -22,6 +25,11 @@ use super::template::{Piece, Template};
 
 /// How deep schemas (through `$ref`) and arguments are followed.
 const MAX_DEPTH: usize = 48;
+/// Schema nodes checked per step at most. A schema that refers to itself several times
+/// at each level (`{"allOf": [{"$ref": "#"}, {"$ref": "#"}]}`) grows exponentially with
+/// depth; past this budget the rest is left to the downstream, which validates anyway.
+/// Real tool schemas need a few hundred.
+pub const MAX_SCHEMA_NODES: usize = 10_000;
 
 /// Checks `args` against `schema`, returning one issue per problem. `implied` names
 /// arguments that the executor adds at run time (the `chained` pipe), so they count as
@@ -32,13 +40,26 @@ pub fn check_args<R>(
     at: &str,
     implied: &[String],
 ) -> Vec<PlanIssue> {
+    check_within(schema, args, at, implied, MAX_SCHEMA_NODES).0
+}
+
+/// [`check_args`] within a budget of schema nodes; also returns how many were checked.
+pub(crate) fn check_within<R>(
+    schema: &Value,
+    args: &Template<R>,
+    at: &str,
+    implied: &[String],
+    budget: usize,
+) -> (Vec<PlanIssue>, usize) {
+    let left = Cell::new(budget);
     let mut checker = Checker {
         root: schema,
         issues: Vec::new(),
         implied,
+        left: &left,
     };
     checker.check(schema, node_of(args), at, 0);
-    checker.issues
+    (checker.issues, budget - left.get())
 }
 
 /// What is known about an argument before run time.
@@ -111,6 +132,8 @@ struct Checker<'s, 'i> {
     root: &'s Value,
     issues: Vec<PlanIssue>,
     implied: &'i [String],
+    /// Schema nodes this step may still check, shared with the checkers of alternatives.
+    left: &'i Cell<usize>,
 }
 
 impl<'s> Checker<'s, '_> {
@@ -128,9 +151,10 @@ impl<'s> Checker<'s, '_> {
         let Value::Object(schema) = schema else {
             return;
         };
-        if depth > MAX_DEPTH || matches!(node, Node::Unknown) {
+        if depth > MAX_DEPTH || matches!(node, Node::Unknown) || self.left.get() == 0 {
             return;
         }
+        self.left.set(self.left.get() - 1);
         if let Some(target) = schema
             .get("$ref")
             .and_then(Value::as_str)
@@ -196,6 +220,7 @@ impl<'s> Checker<'s, '_> {
                 root: self.root,
                 issues: Vec::new(),
                 implied: &[],
+                left: self.left,
             };
             inner.check(branch, reborrow(node), at, depth + 1);
             if inner.issues.is_empty() {
@@ -349,5 +374,37 @@ fn article(type_name: &str) -> String {
         "integer" | "array" | "object" => format!("an {type_name}"),
         "null" => "null".into(),
         other => format!("a {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{MAX_SCHEMA_NODES, check_within};
+    use crate::plan::template::Template;
+
+    /// A schema whose every level refers to the root `branches` times.
+    fn bomb(branches: usize) -> serde_json::Value {
+        json!({"type": "object", "allOf": vec![json!({"$ref": "#"}); branches]})
+    }
+
+    #[test]
+    fn a_self_referencing_schema_is_checked_within_the_budget() {
+        let args: Template<()> = Template::Literal(json!({"a": 1, "b": [1, 2, {"c": 3}]}));
+        for branches in [2, 3, 10] {
+            let (issues, used) =
+                check_within(&bomb(branches), &args, "args", &[], MAX_SCHEMA_NODES);
+            assert!(issues.is_empty(), "{issues:?}");
+            assert!(
+                used <= MAX_SCHEMA_NODES,
+                "{branches} branches: {used} nodes"
+            );
+        }
+        // A real schema stays far below it, and still finds problems.
+        let schema =
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let (issues, used) = check_within(&schema, &args, "args", &[], MAX_SCHEMA_NODES);
+        assert_eq!((issues.len(), used), (1, 1));
     }
 }
