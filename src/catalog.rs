@@ -137,12 +137,20 @@ impl Catalog {
 
     /// Up to `n` exported names closest to `name`, for "did you mean" hints.
     pub fn closest(&self, name: &str, n: usize) -> Vec<&str> {
+        // No exported name is longer than MAX_NAME_LEN: a much longer one is no near miss,
+        // and comparing it would cost its length times every name's.
+        if name.len() > MAX_NAME_LEN * 4 {
+            return Vec::new();
+        }
         let mut scored: Vec<(usize, &str)> = self
             .entries
             .iter()
             .map(|e| {
-                let d = strsim::levenshtein(name, e.exported.as_str())
-                    .min(strsim::levenshtein(name, &e.tool) + 1);
+                let by_tool = match e.tool.len() {
+                    len if len > MAX_NAME_LEN * 4 => usize::MAX,
+                    _ => strsim::levenshtein(name, &e.tool) + 1,
+                };
+                let d = strsim::levenshtein(name, e.exported.as_str()).min(by_tool);
                 (d, e.exported.as_str())
             })
             .collect();

@@ -53,6 +53,7 @@ pub fn prepare(
     tools: &[ToolSpec],
     limits: &Limits,
 ) -> Result<ValidatedPlan, Vec<PlanIssue>> {
+    names::reset_hint_budget();
     let (plan, mut issues) = dialects::parse_lenient(value);
     let fatal = issues
         .iter()

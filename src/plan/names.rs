@@ -1,12 +1,49 @@
 //! Fuzzy name matching for "did you mean" hints and lenient lookups.
 
+use std::cell::Cell;
+
+/// Words and candidates longer than this are not compared: no name worth suggesting is
+/// that long, and a comparison costs the product of the two lengths.
+pub const MAX_HINT_CHARS: usize = 64;
+/// Character pairs one validation may spend on hints (a comparison of two 64-character
+/// names costs 4,096): a few milliseconds. Past it, problems are still reported, without
+/// "did you mean".
+pub const HINT_BUDGET: usize = 4_000_000;
+
+thread_local! {
+    /// What is left of [`HINT_BUDGET`] on this thread (validation runs on one thread).
+    static HINT_LEFT: Cell<usize> = const { Cell::new(HINT_BUDGET) };
+}
+
+/// Restores the whole hint budget: called when a validation starts.
+pub(crate) fn reset_hint_budget() {
+    HINT_LEFT.with(|left| left.set(HINT_BUDGET));
+}
+
+/// Takes `cost` from this thread's hint budget; false when it cannot.
+fn spend(cost: usize) -> bool {
+    HINT_LEFT.with(|left| match left.get().checked_sub(cost) {
+        Some(rest) => {
+            left.set(rest);
+            true
+        }
+        None => false,
+    })
+}
+
 /// Up to three of `known` near enough to `word` to be what was meant: within edit
 /// distance (case ignored) of it, or one containing the other (`op`/`operator`), and not
-/// much further than the best match.
+/// much further than the best match. Bounded: see [`MAX_HINT_CHARS`] and [`HINT_BUDGET`].
 pub(crate) fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let length = word.chars().count();
+    if length > MAX_HINT_CHARS {
+        return Vec::new();
+    }
     let word = word.to_lowercase();
     let mut scored: Vec<(f64, &str)> = known
         .into_iter()
+        .filter(|k| k.len() <= MAX_HINT_CHARS * 4 && k.chars().count() <= MAX_HINT_CHARS)
+        .take_while(|k| spend(length.max(1) * k.chars().count().max(1)))
         .map(|k| {
             let lower = k.to_lowercase();
             let mut score = strsim::normalized_damerau_levenshtein(&word, &lower);
@@ -39,4 +76,29 @@ pub(crate) fn fold_name(text: &str) -> String {
         .filter(|c| !matches!(c, '_' | '-' | ' '))
         .flat_map(char::to_lowercase)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_stop_when_their_budget_is_spent() {
+        reset_hint_budget();
+        let ids: Vec<String> = (0..100).map(|i| format!("step_{i:03}")).collect();
+        assert_eq!(closest("step_01", ids.iter().map(String::as_str)).len(), 3);
+        // A long word is not compared at all.
+        assert!(closest(&"x".repeat(5_000_000), ids.iter().map(String::as_str)).is_empty());
+        // 10,000 dangling references against 256 ids: the budget runs out, then no hints.
+        let mut hinted = 0;
+        for i in 0..10_000 {
+            hinted += usize::from(
+                !closest(&format!("step_{i}x"), ids.iter().map(String::as_str)).is_empty(),
+            );
+        }
+        assert!(hinted < 10_000 && hinted > 10, "{hinted}");
+        assert!(HINT_LEFT.with(Cell::get) < 64 * 64);
+        reset_hint_budget();
+        assert_eq!(closest("step_01", ids.iter().map(String::as_str)).len(), 3);
+    }
 }

@@ -386,16 +386,34 @@ pub fn scan_string(text: &str) -> Result<Vec<ScannedPiece>, String> {
     Ok(pieces)
 }
 
-/// `$<path>`: a reference only when a well-formed path is closed by `>`; otherwise the
-/// text is literal (so "x $< y" is left alone).
+/// Longest `$<…>` reference: the path is read from the `$<` on, and a string of many
+/// `$<` must not make each one read to the end of the string.
+pub const MAX_ANGLE_REFERENCE: usize = 512;
+
+/// `$<path>`: a reference only when a well-formed path, read from right after `$<` (at
+/// most [`MAX_ANGLE_REFERENCE`] bytes), is closed by `>`; otherwise the text is literal
+/// (so "x $< y" is left alone). Reading stops where the path does, so scanning a string
+/// stays linear however many `$<` it holds.
 fn angle_reference(inner: &str) -> Option<(RawRef, usize)> {
-    let end = inner.find('>')?;
-    let body = &inner[..end];
-    let parsed = parse_reference(body, false).ok()?;
+    let mut cut = inner.len().min(MAX_ANGLE_REFERENCE);
+    while !inner.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let window = &inner[..cut];
+    let start = window.len() - window.trim_start().len();
+    let (root, path, used) = parse_path_prefix(&window[start..]).ok()?;
+    let after = &window[start + used..];
+    let spaces = after.len() - after.trim_start().len();
+    if !after[spaces..].starts_with('>') {
+        return None;
+    }
+    let end = start + used + spaces;
     Some((
         RawRef {
-            text: format!("$<{body}>"),
-            ..parsed
+            text: format!("$<{}>", &inner[..end]),
+            root,
+            path,
+            query: None,
         },
         end + 1,
     ))

@@ -322,6 +322,11 @@ impl<'s> Checker<'s, '_> {
         let extra = schema.get("additionalProperties");
         let open = schema.contains_key("patternProperties");
         for (key, node) in fields {
+            // Every field costs, so an object of a million keys cannot outrun the budget.
+            match self.left.get() {
+                0 => return,
+                left => self.left.set(left - 1),
+            }
             let child = format!("{at}{}", PathSeg::Key(key.to_owned()));
             match (properties.and_then(|p| p.get(key)), extra) {
                 (Some(sub), _) => self.check(sub, node, &child, depth + 1),
@@ -405,6 +410,6 @@ mod tests {
         let schema =
             json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
         let (issues, used) = check_within(&schema, &args, "args", &[], MAX_SCHEMA_NODES);
-        assert_eq!((issues.len(), used), (1, 1));
+        assert_eq!((issues.len(), used), (1, 3), "the root and its two fields");
     }
 }

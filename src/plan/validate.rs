@@ -37,7 +37,10 @@ pub fn validate(
         warnings: Vec::new(),
         first_index: HashMap::new(),
     };
-    v.limits(limits);
+    // Past the step limit nothing else is worth the work: that one problem is the answer.
+    if !v.limits(limits) {
+        return Err(v.issues);
+    }
     v.ids();
     let specs: Vec<Option<&ToolSpec>> = plan
         .steps
@@ -111,7 +114,8 @@ impl<'p> Validator<'p> {
         self.issues.push(PlanIssue::new(location, kind));
     }
 
-    fn limits(&mut self, limits: &Limits) {
+    /// Checks the step count; false when the plan has too many steps to look further.
+    fn limits(&mut self, limits: &Limits) -> bool {
         let count = self.plan.steps.len();
         if count == 0 {
             self.issue("steps", IssueKind::NoSteps);
@@ -123,7 +127,9 @@ impl<'p> Validator<'p> {
                     max: limits.max_plan_steps,
                 },
             );
+            return false;
         }
+        true
     }
 
     fn ids(&mut self) {

@@ -202,3 +202,20 @@ fn literal_dollars_and_escapes() {
     );
     check(json!("†unknown.thing"), json!("†unknown.thing"), 0);
 }
+
+#[test]
+fn angle_references_are_read_in_one_pass() {
+    check(json!("$< cpu.unit >"), json!("%"), 0);
+    check(json!("x $<cpu.unit>y"), json!("x %y"), 0);
+    check(json!("$<cpu.unit"), json!("$<cpu.unit"), 0);
+    // 400 kB of `$<` (once quadratic: each `$<` searched on for a `>`), and a long
+    // unclosed quoted key after each: literal text, read in one pass.
+    let many = "$<".repeat(200_000);
+    check(
+        json!(many.clone() + "$<cpu.unit>"),
+        json!(many.clone() + "%"),
+        0,
+    );
+    let quoted = "$<a[\"".repeat(50_000) + ">";
+    check(json!(quoted.clone()), json!(quoted), 0);
+}
