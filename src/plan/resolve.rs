@@ -108,11 +108,12 @@ fn read<'v>(
     match &r.query {
         None => found.clone(),
         Some(query) => match query.eval(found) {
-            Some(value) => value,
-            None => warn(format!(
+            Ok(Some(value)) => value,
+            Ok(None) => warn(format!(
                 "JSONPath `{}` matched nothing; used null",
                 query.as_str()
             )),
+            Err(too_much) => warn(format!("{too_much}; used null")),
         },
     }
 }

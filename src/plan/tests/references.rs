@@ -219,3 +219,35 @@ fn angle_references_are_read_in_one_pass() {
     let quoted = "$<a[\"".repeat(50_000) + ">";
     check(json!(quoted.clone()), json!(quoted), 0);
 }
+
+#[test]
+fn jsonpath_work_is_bounded() {
+    use crate::plan::JsonQuery;
+    let refused = |query: &str| match JsonQuery::parse(query) {
+        Ok(_) => panic!("{query} was accepted"),
+        Err(message) => message,
+    };
+    assert!(JsonQuery::parse("$..*").is_ok());
+    assert!(JsonQuery::parse("$..a[?@.b == '..']").is_ok());
+    for query in [
+        "$..*..*",
+        "$..*..*..*..*[?@ == 7]",
+        "$[?@..a]..b",
+        "$..a[?count(@..b) > 0]",
+    ] {
+        assert!(refused(query).contains("descendant segments"), "{query}");
+    }
+    let long = format!("$.{}", "a".repeat(2_000));
+    assert!(refused(&long).contains("at most 1024 are allowed"));
+    // `$..*` copies every subtree: 100 chains 200 deep select over 2 million nodes.
+    let chain = (0..200).fold(json!(1), |inner, _| json!([inner]));
+    let wide = Value::Array(vec![chain; 100]);
+    let everything = JsonQuery::parse("$..*").unwrap_or_else(|e| panic!("{e}"));
+    match everything.eval(&wide) {
+        Err(message) => assert!(message.contains("selects more than 1000000 values")),
+        Ok(found) => panic!(
+            "selected {} values",
+            found.map_or(0, |v| v.to_string().len())
+        ),
+    }
+}
