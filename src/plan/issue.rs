@@ -5,9 +5,14 @@ use std::fmt;
 
 use serde_json::Value;
 
+/// Longest location, message or hint shown for one issue: issues quote the plan, whose
+/// strings (ids, tool names, references) can be megabytes long.
+pub const MAX_ISSUE_CHARS: usize = 400;
+/// Issues shown in full per reply; the rest are counted in one last issue.
+pub const MAX_ISSUES: usize = 20;
+
 /// One problem with a plan, located so that a model can fix it in one retry.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{location}: {kind}")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlanIssue {
     /// Where the problem is, in canonical field names: `steps[2].args.message`.
     pub location: String,
@@ -24,15 +29,45 @@ impl PlanIssue {
         }
     }
 
-    /// The problem, without its location.
+    /// The problem, without its location (bounded by [`MAX_ISSUE_CHARS`]).
     pub fn message(&self) -> String {
-        self.kind.to_string()
+        bounded(self.kind.to_string())
     }
 
-    /// A concrete next step for the model, when there is one.
+    /// A concrete next step for the model, when there is one (bounded).
     pub fn hint(&self) -> Option<String> {
-        self.kind.hint()
+        self.kind.hint().map(bounded)
     }
+
+    /// Where the problem is (bounded: a location holds argument keys).
+    pub fn place(&self) -> String {
+        bounded(self.location.clone())
+    }
+}
+
+impl fmt::Display for PlanIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.place(), self.message())
+    }
+}
+
+impl std::error::Error for PlanIssue {}
+
+fn bounded(text: String) -> String {
+    match crate::text::clip(&text, MAX_ISSUE_CHARS) {
+        std::borrow::Cow::Borrowed(_) => text,
+        cut => cut.into_owned(),
+    }
+}
+
+/// At most [`MAX_ISSUES`] issues, then one that counts the rest.
+pub fn cap_issues(mut issues: Vec<PlanIssue>) -> Vec<PlanIssue> {
+    if issues.len() > MAX_ISSUES {
+        let count = issues.len() - MAX_ISSUES;
+        issues.truncate(MAX_ISSUES);
+        issues.push(PlanIssue::new("plan", IssueKind::MoreIssues { count }));
+    }
+    issues
 }
 
 /// Every kind of plan problem. The `Display` text is the message; [`IssueKind::hint`]
@@ -247,6 +282,12 @@ pub enum IssueKind {
         /// The value, compact JSON.
         found: String,
     },
+    /// Problems past [`MAX_ISSUES`], not shown.
+    #[error("and {count} more problems, not shown")]
+    MoreIssues {
+        /// How many.
+        count: usize,
+    },
     /// `retries` on a tool that is neither read-only nor idempotent (a warning: the step
     /// still runs, once).
     #[error("retries ignored: tool \"{tool}\" is not annotated read-only or idempotent")]
@@ -355,6 +396,9 @@ impl IssueKind {
             IssueKind::RetriesIgnored { .. } => {
                 "set \"retry_unsafe\": true if repeating the call is harmless".into()
             }
+            IssueKind::MoreIssues { .. } => {
+                "fix the problems above; the rest are reported when the plan is sent again".into()
+            }
         };
         Some(text)
     }
@@ -386,7 +430,14 @@ pub fn describe_value(value: &Value) -> String {
 /// The text of the `isError: true` tool result for an invalid plan: every issue,
 /// numbered, each with its location and hint.
 pub fn render_issues(issues: &[PlanIssue]) -> String {
-    let mut out = match issues.len() {
+    let total: usize = issues
+        .iter()
+        .map(|i| match i.kind {
+            IssueKind::MoreIssues { count } => count,
+            _ => 1,
+        })
+        .sum();
+    let mut out = match total {
         0 => return "The plan has no problems.".into(),
         1 => "The plan was not run: 1 problem. Fix it and call execute_plan again.\n".to_owned(),
         n => format!(
@@ -394,7 +445,11 @@ pub fn render_issues(issues: &[PlanIssue]) -> String {
         ),
     };
     for (i, issue) in issues.iter().enumerate() {
-        out.push_str(&format!("{}. {}: {}\n", i + 1, issue.location, issue.kind));
+        if let IssueKind::MoreIssues { .. } = issue.kind {
+            out.push_str(&format!("… {}\n", issue.message()));
+            continue;
+        }
+        out.push_str(&format!("{}. {issue}\n", i + 1));
         if let Some(hint) = issue.hint() {
             out.push_str(&format!("   hint: {hint}\n"));
         }

@@ -28,7 +28,10 @@ mod tests;
 
 pub use describe::{EXECUTE_PLAN_DESCRIPTION, execute_plan_input_schema};
 pub use dialects::parse;
-pub use issue::{IssueKind, IssueList, PlanIssue, describe_value, render_issues, sort_issues};
+pub use issue::{
+    IssueKind, IssueList, MAX_ISSUE_CHARS, MAX_ISSUES, PlanIssue, cap_issues, describe_value,
+    render_issues, sort_issues,
+};
 pub use model::{OnError, OutputSlots, Plan, Step, StepId, Strategy};
 pub use output::{ToolOutcome, output_value, parse_text, tool_outcome};
 pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
@@ -43,12 +46,21 @@ pub use validated::{
 
 use serde_json::Value;
 
-/// Parses and validates in one go: what `execute_plan` and `planmux validate` call.
+/// Parses and validates in one go: what `execute_plan` and `planmux validate` call. At
+/// most [`MAX_ISSUES`] issues come back, then one that counts the rest.
 ///
 /// Problems found while parsing and while validating are reported together, except
 /// that a plan whose whole shape is broken (bad JSON, no steps array) is not validated,
 /// and validation problems at a place the parser already reported are left out.
 pub fn prepare(
+    value: &Value,
+    tools: &[ToolSpec],
+    limits: &Limits,
+) -> Result<ValidatedPlan, Vec<PlanIssue>> {
+    check(value, tools, limits).map_err(issue::cap_issues)
+}
+
+fn check(
     value: &Value,
     tools: &[ToolSpec],
     limits: &Limits,

@@ -22,6 +22,9 @@ mod outputs;
 pub const EXECUTE_PLAN_TOOL: &str = "execute_plan";
 /// The argument that receives the previous output under `chained` unless `pipe_to` says.
 pub const DEFAULT_PIPE_TO: &str = "input";
+/// Longest step id: ids are names to read and write references with, and they are
+/// quoted in every message about their step.
+pub const MAX_ID_CHARS: usize = 64;
 /// Words that cannot be step ids because references use them as roots.
 const RESERVED_IDS: &[&str] = &["input", "inputs", "steps"];
 
@@ -141,6 +144,8 @@ impl<'p> Validator<'p> {
                 .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'));
             let reason = if id.is_empty() {
                 Some("it is empty".to_owned())
+            } else if id.chars().count() > MAX_ID_CHARS {
+                Some(format!("it is longer than {MAX_ID_CHARS} characters"))
             } else if let Some(c) = bad_char {
                 Some(format!("it contains {c:?}"))
             } else if RESERVED_IDS.contains(&id) {

@@ -1,5 +1,6 @@
 //! Tests of the plan language. Shared fixtures live here; each file covers one concept.
 
+mod bounds;
 mod issues;
 mod properties;
 mod references;
