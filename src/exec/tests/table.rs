@@ -140,9 +140,17 @@ fn step_strategy() -> impl Strategy<Value = String> {
     (tool, 0u64..400).prop_map(|(tool, ms)| format!("{tool}{ms}"))
 }
 
+/// Cases: `PROPTEST_CASES` when set, for long runs by hand
+/// (`PROPTEST_CASES=20000 cargo test --lib every_step_ends`), else 512.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(512)
+}
+
 proptest! {
-    // `PROPTEST_CASES=20000 cargo test --lib every_step_ends` runs far more by hand.
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn every_step_ends_in_exactly_one_status(
