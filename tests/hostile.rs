@@ -196,7 +196,7 @@ async fn a_schema_bomb_does_not_freeze_validation() -> R {
     let plan = json!({"steps": [{"id": "b", "tool": "hostile__bomb", "args": {"a": 1, "b": [1, 2, {"c": 3}]}}]});
     let result = proxy.client.call_tool(call("execute_plan", plan)).await?;
     assert_eq!(
-        common::json(&result)["status"],
+        common::json(&result)["structuredContent"]["status"],
         "succeeded",
         "{}",
         common::text(&result)
