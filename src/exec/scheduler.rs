@@ -13,9 +13,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::record::{RunRecord, RunStatus, Selection, StepRecord, StepStatus, millis};
-use super::step::{Attempted, CANCEL_GRACE, Ending, attempt};
+use super::step::{Args, Attempted, CANCEL_GRACE, Ending, Resolve, attempt};
 use super::{Invoker, Observer, Settings};
-use crate::plan::{DependencyKind, OnError, PlannedStep, StepId, Strategy, ValidatedPlan};
+use crate::plan::{
+    DependencyKind, OnError, PlannedStep, RefSource, StepId, Strategy, ValidatedPlan,
+};
 
 /// Runs the plan to the end and returns its record. Stops early, promptly, when `cancel`
 /// fires or the plan's time limit passes; every step still ends in exactly one status.
@@ -182,14 +184,20 @@ impl<'p> Run<'p> {
         observer: &dyn Observer,
     ) -> impl Future<Output = Attempted> + Send + 'static {
         let step = self.step(i);
-        let (args, warnings) = self
-            .plan
-            .resolve_args_from(&step.id, &self.outputs, &self.errors);
+        let (args, recorded) = if step.queries() {
+            (Args::Deferred(self.resolver(step)), None)
+        } else {
+            let (args, warnings) =
+                self.plan
+                    .resolve_args_from(&step.id, &self.outputs, &self.errors);
+            (Args::Ready(args.clone()), Some((args, warnings)))
+        };
         let token = CancellationToken::new();
         *self.per_server.entry(step.server.clone()).or_default() += 1;
         self.running.insert(i, (token.clone(), None));
+        let (args_now, warnings) = recorded.map_or((None, Vec::new()), |(a, w)| (Some(a), w));
         self.records[i] = Some(StepRecord {
-            args: Some(args.clone()),
+            args: args_now,
             warnings,
             started_ms: Some(millis(self.started.elapsed())),
             ..StepRecord::unstarted(step)
@@ -210,9 +218,31 @@ impl<'p> Run<'p> {
         )
     }
 
+    /// Resolves `step`'s arguments later, elsewhere: from copies of what it reads.
+    fn resolver(&self, step: &PlannedStep) -> Resolve {
+        let mut read: HashMap<RefSource, Value> = HashMap::new();
+        for source in step.sources() {
+            let value = match &source {
+                RefSource::Output(id) => self.outputs.get(id),
+                RefSource::Error(id) => self.errors.get(id),
+                RefSource::Input => None,
+            };
+            if let Some(value) = value {
+                read.insert(source, value.clone());
+            }
+        }
+        let inputs = self.plan.inputs().clone();
+        let step = step.clone();
+        Box::new(move || step.resolve(&inputs, &|source| read.get(source)))
+    }
+
     /// Records a finished step and applies the strategy and error policy.
     fn finish(&mut self, done: Attempted, observer: &dyn Observer) {
         let i = done.index;
+        if let (Some((args, warnings)), Some(record)) = (done.resolved, self.records[i].as_mut()) {
+            record.args = Some(args);
+            record.warnings = warnings;
+        }
         let step = self.step(i);
         let (_, cancel_reason) = self.running.remove(&i).unwrap_or_default();
         if let Some(n) = self.per_server.get_mut(&step.server) {

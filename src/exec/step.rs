@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{InvokeError, Invoker};
-use crate::plan::{PlannedStep, ToolOutcome, tool_outcome};
+use crate::plan::{PlannedStep, ResolveWarning, ToolOutcome, tool_outcome};
 
 /// How long a cancelled or timed-out call may take to acknowledge its cancellation (and
 /// tell its server) before the step ends without it.
@@ -32,6 +32,16 @@ pub(super) enum Ending {
     Cancelled,
 }
 
+/// Resolves a step's arguments on a blocking thread.
+pub(super) type Resolve = Box<dyn FnOnce() -> (Value, Vec<ResolveWarning>) + Send>;
+
+/// A step's arguments: resolved already, or to resolve off the I/O thread first (steps
+/// that run JSONPath queries: their cost grows with the values they read).
+pub(super) enum Args {
+    Ready(Value),
+    Deferred(Resolve),
+}
+
 /// What a step's task hands back to the scheduler.
 #[derive(Debug)]
 pub(super) struct Attempted {
@@ -40,6 +50,8 @@ pub(super) struct Attempted {
     pub attempts: u32,
     pub started: Instant,
     pub finished: Instant,
+    /// Arguments resolved in the task (deferred ones), for the record.
+    pub resolved: Option<(Value, Vec<ResolveWarning>)>,
 }
 
 /// Calls the step's tool, retrying what may be retried, within its time limit.
@@ -47,12 +59,42 @@ pub(super) async fn attempt<I: Invoker>(
     invoker: Arc<I>,
     step: PlannedStep,
     index: usize,
-    args: Value,
+    args: Args,
     timeout: Option<Duration>,
     backoff: Duration,
     cancel: CancellationToken,
 ) -> Attempted {
     let started = Instant::now();
+    let ended = |ending: Ending, attempts: u32, resolved| Attempted {
+        index,
+        ending,
+        attempts,
+        started,
+        finished: Instant::now(),
+        resolved,
+    };
+    let (args, resolved) = match args {
+        Args::Ready(args) => (args, None),
+        Args::Deferred(resolve) => {
+            let resolving = tokio::task::spawn_blocking(resolve);
+            let done = tokio::select! {
+                done = resolving => done,
+                () = cancel.cancelled() => return ended(Ending::Cancelled, 0, None),
+            };
+            match done {
+                Ok((args, warnings)) => (args.clone(), Some((args, warnings))),
+                Err(broke) => {
+                    let message = format!("resolving the arguments failed: {broke}");
+                    let failed = Ending::Failed {
+                        message,
+                        value: None,
+                        transient: false,
+                    };
+                    return ended(failed, 0, None);
+                }
+            }
+        }
+    };
     let retries = step.retries.min(MAX_RETRIES);
     let mut attempts = 0;
     let ending = loop {
@@ -77,13 +119,7 @@ pub(super) async fn attempt<I: Invoker>(
             () = cancel.cancelled() => break Ending::Cancelled,
         }
     };
-    Attempted {
-        index,
-        ending,
-        attempts,
-        started,
-        finished: Instant::now(),
-    }
+    ended(ending, attempts, resolved)
 }
 
 /// One attempt, ended by its answer, its time limit or the step's cancellation, whichever

@@ -7,7 +7,7 @@ use super::model::StepId;
 use super::refs::{self, JsonQuery, PathSeg, RawRef, ScannedPiece};
 
 /// What a validated reference reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RefSource {
     /// A step's output value (it must have succeeded, or `on_error` be `continue`).
     Output(StepId),

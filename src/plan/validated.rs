@@ -94,6 +94,62 @@ pub struct PlannedStep {
 }
 
 impl PlannedStep {
+    /// Resolves the arguments: `lookup` returns what a step's output or caught error
+    /// holds, `inputs` are the plan's. See [`ValidatedPlan::resolve_args`].
+    pub fn resolve<'a>(
+        &self,
+        inputs: &'a Value,
+        lookup: &dyn Fn(&RefSource) -> Option<&'a Value>,
+    ) -> (Value, Vec<ResolveWarning>) {
+        let full = |source: &RefSource| -> Option<&'a Value> {
+            match source {
+                RefSource::Input => Some(inputs),
+                other => lookup(other),
+            }
+        };
+        let mut warnings = Vec::new();
+        let mut args = self.args.resolve(&full, &mut warnings);
+        if let (Some(pipe), Value::Object(map)) = (&self.pipe, &mut args)
+            && !map.contains_key(&pipe.into)
+        {
+            let value = full(&RefSource::Output(pipe.from.clone()))
+                .cloned()
+                .unwrap_or_else(|| {
+                    warnings.push(ResolveWarning {
+                        location: format!("args.{}", pipe.into),
+                        reference: format!("pipe from {}", pipe.from),
+                        message: format!("read step '{}', which has no output", pipe.from),
+                    });
+                    Value::Null
+                });
+            map.insert(pipe.into.clone(), value);
+        }
+        (args, warnings)
+    }
+
+    /// The sources this step's arguments read (the piped step included).
+    pub fn sources(&self) -> Vec<RefSource> {
+        let mut sources: Vec<RefSource> = Vec::new();
+        self.args.visit_refs(&mut |r: &super::template::Ref, _| {
+            if !sources.contains(&r.source) {
+                sources.push(r.source.clone());
+            }
+        });
+        if let Some(pipe) = &self.pipe {
+            sources.push(RefSource::Output(pipe.from.clone()));
+        }
+        sources
+    }
+
+    /// Whether a reference of this step runs a JSONPath query: its cost grows with the
+    /// value it reads, so the executor resolves such a step off the I/O thread.
+    pub fn queries(&self) -> bool {
+        let mut found = false;
+        self.args
+            .visit_refs(&mut |r: &super::template::Ref, _| found |= r.query.is_some());
+        found
+    }
+
     /// The ids this step waits for.
     pub fn waits_for(&self) -> impl Iterator<Item = &StepId> {
         self.depends_on.iter().map(|d| &d.step)
@@ -234,30 +290,7 @@ impl ValidatedPlan {
         let Some(planned) = self.step(step) else {
             return (Value::Null, Vec::new());
         };
-        let full = |source: &RefSource| -> Option<&'a Value> {
-            match source {
-                RefSource::Input => Some(&self.inputs),
-                other => lookup(other),
-            }
-        };
-        let mut warnings = Vec::new();
-        let mut args = planned.args.resolve(&full, &mut warnings);
-        if let (Some(pipe), Value::Object(map)) = (&planned.pipe, &mut args)
-            && !map.contains_key(&pipe.into)
-        {
-            let value = full(&RefSource::Output(pipe.from.clone()))
-                .cloned()
-                .unwrap_or_else(|| {
-                    warnings.push(ResolveWarning {
-                        location: format!("args.{}", pipe.into),
-                        reference: format!("pipe from {}", pipe.from),
-                        message: format!("read step '{}', which has no output", pipe.from),
-                    });
-                    Value::Null
-                });
-            map.insert(pipe.into.clone(), value);
-        }
-        (args, warnings)
+        planned.resolve(&self.inputs, lookup)
     }
 
     /// [`Self::resolve_args`] over maps of finished outputs and caught errors.

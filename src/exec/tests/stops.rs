@@ -121,3 +121,23 @@ async fn retries_are_capped_and_only_for_transient_failures() {
     assert_eq!(*fake.flaky.lock().unwrap_or_else(|e| e.into_inner()), 1);
     assert_eq!(took, ms(1), "no backoff pause");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_step_with_a_jsonpath_query_is_resolved_off_the_io_thread_and_recorded() {
+    let p = plan(json!({"steps": [
+        {"id": "a", "tool": "t__sleep", "args": {"ms": 10, "items": [1, 5, 9]}},
+        {"id": "b", "tool": "t__sleep", "args": {"ms": 10, "big": {"$ref": "a", "jsonpath": "$.items[?@ > 2]"}, "gone": "$ref:a.nope"}}
+    ]}));
+    let (record, _, _) = exec(&p, &settings()).await;
+    assert_eq!(status(&record, "b").0, StepStatus::Succeeded);
+    let b = record.step("b");
+    assert_eq!(
+        b.and_then(|s| s.args.clone()),
+        Some(json!({"ms": 10, "big": [5, 9], "gone": null}))
+    );
+    assert_eq!(
+        b.map(|s| s.warnings.len()),
+        Some(1),
+        "the missing path is warned about"
+    );
+}

@@ -208,9 +208,9 @@ proptest! {
         let mut expected: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
         expected.sort();
         prop_assert_eq!(finished, expected);
-        prop_assert_eq!(tally.1.load(Ordering::Relaxed), record.steps.iter().filter(|s| s.attempts > 0).count());
+        prop_assert_eq!(tally.1.load(Ordering::Relaxed), record.steps.iter().filter(|s| s.started_ms.is_some()).count());
         for step in &record.steps {
-            let started = step.attempts > 0;
+            let started = step.started_ms.is_some();
             prop_assert_eq!(started, step.status != StepStatus::Skipped, "{:?}", step);
             prop_assert_eq!(step.status == StepStatus::Skipped, step.reason.is_some(), "{:?}", step);
             if matches!(step.status, StepStatus::Failed | StepStatus::TimedOut | StepStatus::Cancelled) {
