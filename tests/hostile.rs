@@ -263,7 +263,14 @@ fn mutated_plans_always_get_an_answer_and_planmux_keeps_serving() -> R {
     let server = runtime.spawn(async move {
         planmux::serve::serve(&config, read, write, std::future::pending()).await
     });
-    let client = runtime.block_on(async { ().serve(theirs).await })?;
+    // The client reads with planmux's own transport: rmcp's drops answers nested deeper
+    // than 128, and mutated plans make such answers.
+    let client = runtime.block_on(async {
+        let (read, write) = tokio::io::split(theirs);
+        let transport: planmux::wire::LineTransport<rmcp::RoleClient, _> =
+            planmux::wire::LineTransport::new(read, write, Default::default(), "planmux");
+        ().serve(transport).await
+    })?;
 
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
