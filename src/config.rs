@@ -96,7 +96,10 @@ pub enum Transport {
     Stdio {
         command: String,
         args: Vec<String>,
+        /// Set in the child's environment, on top of the minimal one.
         env: BTreeMap<String, String>,
+        /// planmux's own variables the child may also see (`env_inherit` globs).
+        env_inherit: Option<GlobSet>,
         cwd: Option<PathBuf>,
     },
     /// A streamable-HTTP endpoint.

@@ -1,6 +1,10 @@
-//! Logging: everything goes to stderr through `tracing`, filtered by `RUST_LOG`.
+//! Logging: everything goes to stderr through `tracing`, filtered by `RUST_LOG`, with the
+//! credentials of every URL in it redacted (libraries quote the URL they failed on).
+
+use std::io::Write;
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
 
 /// Default filter when serving: planmux at info, rmcp quiet (it logs every notification at
 /// info).
@@ -14,8 +18,40 @@ pub fn init(default: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(Redacting)
         .with_ansi(false)
         .with_target(false)
         .try_init();
+}
+
+/// Makes a [`Line`] per log event.
+struct Redacting;
+
+impl<'a> MakeWriter<'a> for Redacting {
+    type Writer = Line;
+
+    fn make_writer(&'a self) -> Line {
+        Line(Vec::new())
+    }
+}
+
+/// One event's text, written to stderr with its URLs redacted when the event ends.
+struct Line(Vec<u8>);
+
+impl Write for Line {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let _ = std::io::stderr().write_all(crate::text::redact_urls(&text).as_bytes());
+    }
 }

@@ -35,6 +35,7 @@ const SERVER_KEYS: &[&str] = &[
     "call_timeout_ms",
     "startup_timeout_ms",
     "max_concurrency",
+    "env_inherit",
 ];
 
 /// Parsing context: the file name for errors, the folder for paths, the environment.
@@ -149,6 +150,7 @@ impl Cx<'_> {
                 command,
                 args: self.strings(s, "args", get("args"))?,
                 env: self.map(s, "env", get("env"))?,
+                env_inherit: self.globs(s, "env_inherit", get("env_inherit"))?,
                 cwd,
             },
             (None, Some(url), None) => {
@@ -178,8 +180,8 @@ impl Cx<'_> {
         };
         let wrong_keys: &[&str] = match transport {
             Transport::Stdio { .. } => &["headers"],
-            Transport::Http { .. } => &["args", "env", "cwd"],
-            Transport::Builtin { .. } => &["args", "env", "headers"],
+            Transport::Http { .. } => &["args", "env", "env_inherit", "cwd"],
+            Transport::Builtin { .. } => &["args", "env", "env_inherit", "headers"],
         };
         if let Some(key) = wrong_keys.iter().find(|k| table.contains_key(**k)) {
             return Err(self.key_error(s, key, "does not apply to this kind of server"));

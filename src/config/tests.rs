@@ -65,6 +65,14 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [servers.a]: key 'args': does not apply to this kind of server",
         ),
         (
+            "[servers.a]\nbuiltin = \"chaos\"\nenv_inherit = [\"AWS_*\"]",
+            "servers.toml: [servers.a]: key 'env_inherit': does not apply to this kind of server",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nenv_inherit = \"AWS_*\"",
+            "servers.toml: [servers.a]: key 'env_inherit': expected an array of strings, found string",
+        ),
+        (
             "[servers.\"a.b\"]\ncommand = \"x\"",
             "servers.toml: [servers.a.b]: a server name may use only A-Z a-z 0-9 _ -",
         ),
@@ -124,6 +132,7 @@ max_output_chars = 500
 command = "npx"
 args = ["-y", "pkg", "${HOME_DIR}/x", "$$HOME", "costs $5"]
 env = { API_KEY = "${TOKEN}" }
+env_inherit = ["AWS_*", "GH_TOKEN"]
 cwd = "work"
 include = ["read_*", "write_file"]
 exclude = ["read_secret*"]
@@ -146,6 +155,7 @@ enabled = false
         command,
         args,
         env,
+        env_inherit,
         cwd,
     } = &files.transport
     else {
@@ -154,6 +164,8 @@ enabled = false
     assert_eq!(command, "npx");
     assert_eq!(args, &["-y", "pkg", "/home/me/x", "$HOME", "costs $5"]);
     assert_eq!(env.get("API_KEY").map(String::as_str), Some("s3cret"));
+    let inherits = |name: &str| env_inherit.as_ref().is_some_and(|set| set.is_match(name));
+    assert!(inherits("AWS_REGION") && inherits("GH_TOKEN") && !inherits("TOKEN"));
     assert_eq!(cwd.as_deref(), Some(Path::new("/cfg/work")));
     assert_eq!(files.call_timeout, Duration::from_millis(1000));
     assert!(files.keeps("read_file"));

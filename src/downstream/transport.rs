@@ -117,10 +117,20 @@ pub(crate) async fn connect(
             command,
             args,
             env,
+            env_inherit,
             cwd,
         } => {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args)
+            // A child sees only what it needs and what the config sends it: planmux's
+            // environment may hold other servers' secrets.
+            cmd.env_clear()
+                .envs(std::env::vars_os().filter(|(name, _)| {
+                    name.to_str().is_some_and(|name| {
+                        passes_through(name)
+                            || env_inherit.as_ref().is_some_and(|set| set.is_match(name))
+                    })
+                }))
+                .args(args)
                 .envs(env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -176,6 +186,7 @@ pub(crate) async fn connect(
             }
         }
         Transport::Http { url, headers } => {
+            let shown = crate::text::redact_url(url);
             let mut map = HashMap::new();
             for (name, value) in headers {
                 let name = http::HeaderName::try_from(name.as_str())
@@ -191,7 +202,11 @@ pub(crate) async fn connect(
             let service = relay
                 .serve(ProgressTap::new(transport, routes))
                 .await
-                .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+                .map_err(|e| {
+                    // rmcp's errors may quote the URL: never its credentials.
+                    let detail = crate::text::redact_urls(&e.to_string());
+                    format!("cannot connect to {shown}: {detail}")
+                })?;
             Ok(Connected {
                 service,
                 child: None,
@@ -223,6 +238,17 @@ pub(crate) async fn connect(
             })
         }
     }
+}
+
+/// Variables every child gets from planmux's environment: what programs need to run
+/// (find commands, a home, a locale, a terminal, a temp folder, a time zone).
+const MINIMAL_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR", "TZ",
+];
+
+/// Whether a child inherits the variable `name` without being told to.
+fn passes_through(name: &str) -> bool {
+    MINIMAL_ENV.contains(&name) || name.starts_with("LC_")
 }
 
 /// How a server is named in messages about its connection.
