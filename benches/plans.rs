@@ -129,7 +129,9 @@ async fn run_in_waves(
             let invoker = invoker.clone();
             async move {
                 let step = step.ok_or_else(|| anyhow::anyhow!("no step"))?;
-                let result = invoker.invoke(&step, args, CancellationToken::new()).await;
+                let result = invoker
+                    .invoke("waves", &step, args, CancellationToken::new())
+                    .await;
                 match result.map(|r| tool_outcome(&r)) {
                     Ok(ToolOutcome::Success(value)) => Ok((step.id.clone(), value)),
                     other => Err(anyhow::anyhow!(
@@ -209,6 +211,7 @@ struct Instant0;
 impl Invoker for Instant0 {
     async fn invoke(
         &self,
+        _run: &str,
         _step: &PlannedStep,
         args: Value,
         _cancel: CancellationToken,
@@ -225,6 +228,7 @@ fn instant_specs() -> Vec<ToolSpec> {
         input_schema: json!({"type": "object", "properties": {"n": {"type": "integer"}, "prev": {}}}),
         read_only: true,
         idempotent: true,
+        tier: planmux::policy::Tier::Read,
     }]
 }
 

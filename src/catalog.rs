@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::config::is_name_char;
 use crate::plan::ToolSpec;
+use crate::policy::{Policy, Tier, TierRules};
 
 /// Hosts reject longer tool names (the Anthropic and OpenAI APIs cap them at 64).
 pub const MAX_NAME_LEN: usize = 64;
@@ -41,6 +42,8 @@ pub struct Entry {
     /// The downstream definition with `name` replaced by the exported name; everything
     /// else (description, schemas, annotations, `_meta`) is as the server sent it.
     pub definition: Tool,
+    /// What it can change.
+    pub tier: Tier,
 }
 
 /// One server's tools, after its include/exclude filters.
@@ -48,6 +51,8 @@ pub struct Entry {
 pub struct ServerTools {
     pub server: String,
     pub tools: Vec<Tool>,
+    /// How its tools get their tiers.
+    pub tiers: TierRules,
 }
 
 /// The merged catalog. Immutable: a refresh builds a new one.
@@ -60,15 +65,22 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Builds the catalog from each server's tools, in the given order.
+    /// Builds the catalog from each server's tools, in the given order, leaving out what
+    /// `policy` denies.
     ///
     /// Names are made deterministic: the same servers and tools always give the same
     /// exported names, whatever order the servers answered in.
-    pub fn build(separator: &str, servers: &[ServerTools]) -> Catalog {
-        let mut candidates: Vec<(String, &str, &Tool)> = servers
+    pub fn build(separator: &str, servers: &[ServerTools], policy: &Policy) -> Catalog {
+        let mut candidates: Vec<(String, &ServerTools, &Tool)> = servers
             .iter()
-            .flat_map(|s| s.tools.iter().map(move |t| (s.server.as_str(), t)))
-            .map(|(server, tool)| (export_name(server, separator, &tool.name), server, tool))
+            .flat_map(|s| s.tools.iter().map(move |t| (s, t)))
+            .map(|(server, tool)| {
+                (
+                    export_name(&server.server, separator, &tool.name),
+                    server,
+                    tool,
+                )
+            })
             .collect();
         // Two tools whose names sanitise to the same string: every one of them whose raw
         // name differs from its sanitised one gets a hash suffix, which is unique.
@@ -82,17 +94,22 @@ impl Catalog {
             .map(|(name, _)| name.to_string())
             .collect();
         for (name, server, tool) in &mut candidates {
-            let raw = format!("{server}{separator}{}", tool.name);
+            let raw = format!("{}{separator}{}", server.server, tool.name);
             if clashing.contains(name) && *name != raw {
                 *name = with_hash(&raw, &raw);
             }
         }
         let mut catalog = Catalog::default();
-        for (name, server, tool) in candidates {
+        for (name, tools, tool) in candidates {
+            let server = tools.server.as_str();
             if catalog.by_name.contains_key(&name) {
                 tracing::warn!(tool = %name, server, "two tools export the same name; keeping the first");
                 continue;
             }
+            if policy.denies(&name) {
+                continue;
+            }
+            let tier = tools.tiers.tier(tool);
             let mut definition = tool.clone();
             definition.name = name.clone().into();
             catalog.by_name.insert(name.clone(), catalog.entries.len());
@@ -104,12 +121,14 @@ impl Catalog {
                 input_schema: Value::Object((*tool.input_schema).clone()),
                 read_only: annotations.is_some_and(|a| a.read_only_hint == Some(true)),
                 idempotent: annotations.is_some_and(|a| a.idempotent_hint == Some(true)),
+                tier,
             });
             catalog.entries.push(Entry {
                 exported: ExportedName(name),
                 server: server.to_string(),
                 tool: tool.name.to_string(),
                 definition,
+                tier,
             });
         }
         catalog
@@ -235,9 +254,11 @@ mod tests {
         let catalog = Catalog::build(
             "__",
             &[ServerTools {
+                tiers: TierRules::default(),
                 server: "s".into(),
                 tools: vec![tool("a.b"), tool("a_b"), tool("a b")],
             }],
+            &Policy::default(),
         );
         let got = names(&catalog);
         assert_eq!(got.len(), 3);
@@ -258,9 +279,11 @@ mod tests {
         let catalog = Catalog::build(
             "__",
             &[ServerTools {
+                tiers: TierRules::default(),
                 server: "fs".into(),
                 tools: vec![original.clone()],
             }],
+            &Policy::default(),
         );
         let entry = catalog.get("fs__read").map(|e| e.definition.clone());
         let mut expected = original;
@@ -273,6 +296,7 @@ mod tests {
         let catalog = Catalog::build(
             "__",
             &[ServerTools {
+                tiers: TierRules::default(),
                 server: "metrics".into(),
                 tools: vec![
                     tool("list_metrics"),
@@ -280,6 +304,7 @@ mod tests {
                     tool("check_threshold"),
                 ],
             }],
+            &Policy::default(),
         );
         assert_eq!(
             catalog.closest("metrics__query_metrics", 1),

@@ -72,6 +72,8 @@ pub struct ProxySettings {
     /// Largest and deepest message accepted from the host or a downstream
     /// (`max_message_bytes`, `max_nesting`).
     pub wire: crate::wire::Limits,
+    /// Where every authorization decision is also appended as a JSON line.
+    pub audit_log: Option<PathBuf>,
 }
 
 impl Default for ProxySettings {
@@ -85,6 +87,7 @@ impl Default for ProxySettings {
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             startup_timeout: Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS),
             wire: crate::wire::Limits::default(),
+            audit_log: None,
         }
     }
 }
@@ -130,6 +133,15 @@ pub struct ServerConfig {
     pub max_concurrency: Option<usize>,
     /// Message limits on this server's connection (from `[proxy]`).
     pub wire: crate::wire::Limits,
+    /// How its tools get their tiers (`tiers`, `trust_annotations`).
+    pub tiers: crate::policy::TierRules,
+}
+
+/// `[policy]`, validated.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyConfig {
+    /// Exported-name globs: never listed, never callable, directly or in plans.
+    pub deny: Option<GlobSet>,
 }
 
 impl ServerConfig {
@@ -146,6 +158,7 @@ pub struct Config {
     /// Where it came from: a path, or `<built-in default>`.
     pub source: String,
     pub proxy: ProxySettings,
+    pub policy: PolicyConfig,
     /// In file order.
     pub servers: Vec<ServerConfig>,
 }
@@ -201,11 +214,16 @@ impl Config {
                 message: e.to_string().trim().to_string(),
             })?;
         let cx = Cx { file, base, env };
+        const SECTIONS: &[&str] = &["proxy", "policy", "servers"];
         for key in table.keys() {
-            if !["proxy", "servers"].contains(&key.as_str()) {
-                return Err(cx.key_error("top level", key, unknown(key, &["proxy", "servers"])));
+            if !SECTIONS.contains(&key.as_str()) {
+                return Err(cx.key_error("top level", key, unknown(key, SECTIONS)));
             }
         }
+        let policy = match table.get("policy") {
+            Some(value) => cx.policy(cx.table(value, "[policy]", "policy")?)?,
+            None => PolicyConfig::default(),
+        };
         // `[proxy]` first, wherever it stands: its defaults apply to every server.
         let proxy = match table.get("proxy") {
             Some(value) => cx.proxy(cx.table(value, "[proxy]", "proxy")?)?,
@@ -222,6 +240,7 @@ impl Config {
         Ok(Config {
             source: file.into(),
             proxy,
+            policy,
             servers,
         })
     }

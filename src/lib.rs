@@ -10,6 +10,7 @@ pub mod downstream;
 pub mod exec;
 mod fnv;
 pub mod plan;
+pub mod policy;
 pub mod runner;
 pub mod serve;
 pub mod telemetry;

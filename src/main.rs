@@ -159,12 +159,16 @@ async fn tools(config: Config) -> Result<i32> {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!("{:<width$}  DESCRIPTION", "TOOL");
+    println!("{:<width$}  {:<11}  DESCRIPTION", "TOOL", "TIER");
     for entry in catalog.entries() {
         let description = entry.definition.description.as_deref().unwrap_or("");
         let first_line = description.lines().next().unwrap_or("");
         let short: String = first_line.chars().take(80).collect();
-        println!("{:<width$}  {short}", entry.exported.as_str());
+        println!(
+            "{:<width$}  {:<11}  {short}",
+            entry.exported.as_str(),
+            entry.tier.as_str()
+        );
     }
     println!(
         "{} tools from {} servers",

@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::downstream::{DownstreamError, Downstreams};
 use crate::exec::{InvokeError, Invoker, Observer, RunRecord, RunStore, Settings, run};
 use crate::plan::{Limits, PlanIssue, PlannedStep, ValidatedPlan, prepare};
+use crate::policy::Route;
 
 /// What became of a plan.
 pub enum Outcome {
@@ -136,10 +137,19 @@ impl PlanRunner {
 impl Invoker for Downstreams {
     async fn invoke(
         &self,
+        run: &str,
         step: &PlannedStep,
         args: Value,
         cancel: CancellationToken,
     ) -> Result<Value, InvokeError> {
+        let route = Route::Plan {
+            run: run.to_owned(),
+            step: step.id.to_string(),
+        };
+        let proof = self
+            .authorize(&step.exported, &route)
+            .await
+            .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
         let mut params = CallToolRequestParams::new(step.exported.clone());
         params.arguments = match args {
             Value::Object(map) => Some(map),
@@ -151,7 +161,7 @@ impl Invoker for Downstreams {
                 )));
             }
         };
-        match self.call_tool(params, None, &cancel).await {
+        match self.call_tool(params, &proof, None, &cancel).await {
             Ok(CallToolResponse::Complete(result)) => {
                 serde_json::to_value(result).map_err(|e| InvokeError::Rejected(e.to_string()))
             }
@@ -170,7 +180,8 @@ impl Invoker for Downstreams {
                 e @ (DownstreamError::UnknownTool { .. }
                 | DownstreamError::Rpc { .. }
                 | DownstreamError::Protocol { .. }
-                | DownstreamError::Closed { .. }),
+                | DownstreamError::Closed { .. }
+                | DownstreamError::Unauthorized { .. }),
             ) => Err(InvokeError::Rejected(e.to_string())),
         }
     }

@@ -25,6 +25,7 @@ use crate::exec::{Observer, StepRecord, StepStatus, is_error, result_schema};
 use crate::plan::{
     EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, execute_plan_input_schema, render_issues,
 };
+use crate::policy::Route;
 use crate::runner::{Outcome, PlanRunner};
 
 /// Longest error text a tool result carries: room for every plan issue reported, a cap
@@ -328,8 +329,16 @@ impl ServerHandler for Upstream {
             peer: context.peer.clone(),
             token,
         });
+        // The checkpoint: a denied tool is refused like an unknown one, saying why.
+        let proof = self
+            .downstreams
+            .authorize(&request.name, &Route::Direct)
+            .await
+            .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         let cancel = self.shutdown.child_token();
-        let call = self.downstreams.call_tool(request, progress, &cancel);
+        let call = self
+            .downstreams
+            .call_tool(request, &proof, progress, &cancel);
         tokio::pin!(call);
         let result = tokio::select! {
             result = &mut call => result,

@@ -74,3 +74,124 @@ startup_timeout_ms = 3000
     }
     Ok(())
 }
+
+/// One checkpoint for every path: a denied tool is neither listed nor callable, directly
+/// or in a plan, and every decision (tool, tier, path, plan and step) lands in the audit
+/// log. `planmux tools` shows each tool's tier.
+#[tokio::test]
+async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
+    use common::{call, json, start};
+    use serde_json::{Value, json};
+
+    let config = "[proxy]\naudit_log = \"audit.jsonl\"\n\
+        [policy]\ndeny = [\"chaos__fail\", \"chaos__toggle*\"]\n\
+        [servers.chaos]\nbuiltin = \"chaos\"\ntiers = { \"echo\" = \"write\" }\n";
+    let proxy = start(config).await?;
+    let listed: Vec<String> = proxy
+        .client
+        .list_all_tools()
+        .await?
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(listed.contains(&"chaos__echo".to_string()), "{listed:?}");
+    assert!(
+        !listed
+            .iter()
+            .any(|t| t == "chaos__fail" || t.starts_with("chaos__toggle")),
+        "denied tools are listed: {listed:?}"
+    );
+    let refused = proxy.client.call_tool(call("chaos__fail", json!({}))).await;
+    let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("denied by [policy] deny"), "{message}");
+    proxy
+        .client
+        .call_tool(call("chaos__echo", json!({"a": 1})))
+        .await?;
+    let plan = json!({"steps": [
+        {"id": "e", "tool": "chaos__echo", "args": {"b": 2}},
+        {"id": "s", "tool": "chaos__sleep", "args": {"ms": 1}}
+    ]});
+    let ran = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    let run_id = json(&ran)["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let denied_plan = json!({"steps": [{"id": "f", "tool": "chaos__fail"}]});
+    let invalid = proxy
+        .client
+        .call_tool(call("execute_plan", denied_plan))
+        .await?;
+    assert_eq!(invalid.is_error, Some(true));
+
+    let audit = std::fs::read_to_string(proxy.dir.path().join("audit.jsonl"))?;
+    let entries: Vec<Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let find = |tool: &str, path: &str| {
+        entries
+            .iter()
+            .find(|e| e["tool"] == tool && e["path"] == path)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let denied = find("chaos__fail", "direct");
+    assert_eq!(
+        (denied["decision"].as_str(), denied["tier"].as_str()),
+        (Some("deny"), Some("unknown")),
+        "{audit}"
+    );
+    let direct = find("chaos__echo", "direct");
+    assert_eq!(
+        (direct["decision"].as_str(), direct["tier"].as_str()),
+        (Some("allow"), Some("write")),
+        "{audit}"
+    );
+    let step = find("chaos__sleep", "plan");
+    assert_eq!(
+        (
+            step["decision"].as_str(),
+            step["tier"].as_str(),
+            step["run"].as_str(),
+            step["step"].as_str()
+        ),
+        (
+            Some("allow"),
+            Some("read"),
+            Some(run_id.as_str()),
+            Some("s")
+        ),
+        "{audit}"
+    );
+    assert!(
+        !audit.contains("\"chaos__fail\",\"path\":\"plan\""),
+        "a denied tool ran in a plan: {audit}"
+    );
+    proxy.client.cancel().await?;
+
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    std::fs::write(&path, config)?;
+    let out = Command::new(common::bin())
+        .args(["tools", "--config"])
+        .arg(&path)
+        .output()?;
+    let table = String::from_utf8_lossy(&out.stdout);
+    let tier_of = |tool: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{tool} ")))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(str::to_owned)
+    };
+    assert_eq!(tier_of("chaos__echo").as_deref(), Some("write"), "{table}");
+    assert_eq!(tier_of("chaos__sleep").as_deref(), Some("read"), "{table}");
+    assert_eq!(
+        tier_of("chaos__pid").as_deref(),
+        Some("destructive"),
+        "{table}"
+    );
+    assert_eq!(tier_of("chaos__fail"), None, "{table}");
+    Ok(())
+}

@@ -158,8 +158,12 @@ async fn call(
 ) -> anyhow::Result<(String, Value)> {
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = args.as_object().cloned();
+    // The benchmark plays the host calling tools one by one: the direct route.
+    let proof = downstreams
+        .authorize(tool, &planmux::policy::Route::Direct)
+        .await?;
     let response = downstreams
-        .call_tool(params, None, &CancellationToken::new())
+        .call_tool(params, &proof, None, &CancellationToken::new())
         .await
         .with_context(|| format!("calling {tool}"))?;
     let CallToolResponse::Complete(result) = response else {

@@ -8,7 +8,8 @@ use std::time::Duration;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use toml::{Table, Value};
 
-use super::{ConfigError, ProxySettings, ServerConfig, Transport, is_name_char};
+use super::{ConfigError, PolicyConfig, ProxySettings, ServerConfig, Transport, is_name_char};
+use crate::policy::{Tier, TierRules};
 
 const PROXY_KEYS: &[&str] = &[
     "separator",
@@ -20,7 +21,9 @@ const PROXY_KEYS: &[&str] = &[
     "startup_timeout_ms",
     "max_message_bytes",
     "max_nesting",
+    "audit_log",
 ];
+const POLICY_KEYS: &[&str] = &["deny"];
 const SERVER_KEYS: &[&str] = &[
     "command",
     "args",
@@ -36,6 +39,8 @@ const SERVER_KEYS: &[&str] = &[
     "startup_timeout_ms",
     "max_concurrency",
     "env_inherit",
+    "tiers",
+    "trust_annotations",
 ];
 
 /// Parsing context: the file name for errors, the folder for paths, the environment.
@@ -107,6 +112,7 @@ impl Cx<'_> {
                 "max_output_chars" => p.max_output_chars = self.positive(s, key, value)?,
                 "max_message_bytes" => p.wire.max_message_bytes = self.positive(s, key, value)?,
                 "max_nesting" => p.wire.max_nesting = self.positive(s, key, value)?,
+                "audit_log" => p.audit_log = Some(self.base.join(self.expanded(s, key, value)?)),
                 other => return Err(self.key_error(s, other, unknown(other, PROXY_KEYS))),
             }
         }
@@ -209,7 +215,53 @@ impl Cx<'_> {
                 .map(|v| self.positive(s, "max_concurrency", v))
                 .transpose()?,
             wire: proxy.wire,
+            tiers: TierRules {
+                rules: self.tiers(s, get("tiers"))?,
+                trust_annotations: match get("trust_annotations") {
+                    Some(v) => v.as_bool().ok_or_else(|| {
+                        self.key_error(s, "trust_annotations", "expected true or false")
+                    })?,
+                    None => true,
+                },
+            },
         })
+    }
+
+    /// `[policy]`: what no path may call.
+    pub(super) fn policy(&self, table: &Table) -> Result<PolicyConfig, ConfigError> {
+        let s = "[policy]";
+        for key in table.keys() {
+            if !POLICY_KEYS.contains(&key.as_str()) {
+                return Err(self.key_error(s, key, unknown(key, POLICY_KEYS)));
+            }
+        }
+        Ok(PolicyConfig {
+            deny: self.globs(s, "deny", table.get("deny"))?,
+        })
+    }
+
+    /// A server's `tiers`: tool-name globs to tiers, in file order.
+    fn tiers(
+        &self,
+        s: &str,
+        value: Option<&Value>,
+    ) -> Result<Vec<(globset::GlobMatcher, Tier)>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(Vec::new());
+        };
+        self.table(value, s, "tiers")?
+            .iter()
+            .map(|(pattern, tier)| {
+                let key = format!("tiers.{pattern}");
+                let glob = Glob::new(pattern)
+                    .map_err(|e| self.key_error(s, &key, format!("bad glob: {}", e.kind())))?;
+                let tier = self
+                    .string(s, &key, tier)?
+                    .parse::<Tier>()
+                    .map_err(|e| self.key_error(s, &key, e))?;
+                Ok((glob.compile_matcher(), tier))
+            })
+            .collect()
     }
 
     fn string(&self, s: &str, key: &str, value: &Value) -> Result<String, ConfigError> {

@@ -65,6 +65,26 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [servers.a]: key 'args': does not apply to this kind of server",
         ),
         (
+            "[servers.a]\ncommand = \"x\"\ntiers = { \"read_*\" = \"safe\" }",
+            "servers.toml: [servers.a]: key 'tiers.read_*': unknown tier 'safe' (one of: read, write, destructive)",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\ntiers = { \"[\" = \"read\" }",
+            "servers.toml: [servers.a]: key 'tiers.[': bad glob: unclosed character class; missing ']'",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\ntrust_annotations = \"yes\"",
+            "servers.toml: [servers.a]: key 'trust_annotations': expected true or false",
+        ),
+        (
+            "[policy]\ndeny = [\"[\"]",
+            "servers.toml: [policy]: key 'deny': bad glob '[': unclosed character class; missing ']'",
+        ),
+        (
+            "[policy]\ndenny = []",
+            "servers.toml: [policy]: key 'denny': unknown key (did you mean 'deny'?)",
+        ),
+        (
             "[servers.a]\nbuiltin = \"chaos\"\nenv_inherit = [\"AWS_*\"]",
             "servers.toml: [servers.a]: key 'env_inherit': does not apply to this kind of server",
         ),

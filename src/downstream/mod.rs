@@ -19,6 +19,7 @@ pub use server::{Server, State};
 
 use crate::catalog::{Catalog, ServerTools};
 use crate::config::Config;
+use crate::policy::{Authorized, Denied, Policy, Route};
 use relay::Changes;
 
 /// Why a call to a downstream did not produce a tool result.
@@ -62,6 +63,9 @@ pub enum DownstreamError {
     /// planmux is shutting down.
     #[error("server '{server}' is shut down")]
     Closed { server: String },
+    /// The call's proof of authorization is for another tool.
+    #[error("the call to '{tool}' was not authorized")]
+    Unauthorized { tool: String },
 }
 
 fn hint(closest: &[String]) -> String {
@@ -95,6 +99,8 @@ pub struct Downstreams {
     catalog: RwLock<Arc<Catalog>>,
     separator: String,
     host: Arc<HostLink>,
+    /// The checkpoint every call passes.
+    policy: Policy,
     tracker: TaskTracker,
     shutdown: CancellationToken,
     /// True once the first start of every server has ended.
@@ -131,6 +137,7 @@ impl Downstreams {
             catalog: RwLock::default(),
             separator: config.proxy.separator.clone(),
             host,
+            policy: Policy::new(config.policy.deny.clone(), config.proxy.audit_log.clone()),
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
             started: tokio::sync::watch::channel(false).0,
@@ -194,14 +201,29 @@ impl Downstreams {
             .collect()
     }
 
+    /// The checkpoint: whether `route` may call the exported tool `name` (recorded in
+    /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
+    pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
+        self.started().await;
+        let tier = self.catalog().get(name).map(|e| e.tier);
+        self.policy.authorize(name, tier, route)
+    }
+
     /// Routes a `tools/call` by exported name to its server and returns the answer as the
-    /// server gave it. `progress` is where the host wants progress notifications.
+    /// server gave it. `proof` is the checkpoint's for this very tool. `progress` is
+    /// where the host wants progress notifications.
     pub async fn call_tool(
         &self,
         mut params: CallToolRequestParams,
+        proof: &Authorized,
         progress: Option<ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
+        if proof.tool() != params.name {
+            return Err(DownstreamError::Unauthorized {
+                tool: params.name.to_string(),
+            });
+        }
         self.started().await;
         let catalog = self.catalog();
         let Some(entry) = catalog.get(&params.name) else {
@@ -223,7 +245,7 @@ impl Downstreams {
         let cancel = cancel.child_token();
         let shutdown = self.shutdown.clone();
         tokio::select! {
-            result = server.call(params, progress, &cancel) => result,
+            result = server.call(params, proof, progress, &cancel) => result,
             () = shutdown.cancelled() => {
                 cancel.cancel();
                 Err(DownstreamError::Closed { server: entry.server.clone() })
@@ -255,9 +277,10 @@ impl Downstreams {
             .map(|s| ServerTools {
                 server: s.config.name.clone(),
                 tools: s.tools(),
+                tiers: s.config.tiers.clone(),
             })
             .collect();
-        let next = Catalog::build(&self.separator, &lists);
+        let next = Catalog::build(&self.separator, &lists, &self.policy);
         let mut current = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
         let changed = current.definitions().ne(next.definitions());
         *current = Arc::new(next);

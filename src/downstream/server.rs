@@ -18,6 +18,7 @@ use super::relay::{Changes, HostLink, ProgressSink, Relay};
 use super::tap::ProgressRoutes;
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
+use crate::policy::Authorized;
 
 /// First restart delay after a failed start; doubles per failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -320,10 +321,12 @@ impl Server {
     }
 
     /// Forwards one `tools/call` (its name already the downstream's) and returns the
-    /// downstream's answer unchanged.
+    /// downstream's answer unchanged. The only way to a downstream tool: it takes the
+    /// checkpoint's proof.
     pub(crate) async fn call(
         self: &Arc<Self>,
         params: CallToolRequestParams,
+        _proof: &Authorized,
         progress: Option<ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {

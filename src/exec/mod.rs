@@ -46,11 +46,13 @@ pub enum InvokeError {
 /// Calls one tool. planmux's invoker is the downstream servers (see `runner`); tests use
 /// fakes.
 pub trait Invoker: Send + Sync + 'static {
-    /// Calls `step`'s tool with `args` and returns the `CallToolResult` as JSON. Should stop
+    /// Calls `step`'s tool with `args` for the run `run` (its id, for the audit trail)
+    /// and returns the `CallToolResult` as JSON. Should stop
     /// promptly (returning [`InvokeError::Cancelled`]) when `cancel` fires; the executor
     /// does not rely on it, and abandons a call that has not stopped after a short grace.
     fn invoke(
         &self,
+        run: &str,
         step: &PlannedStep,
         args: Value,
         cancel: CancellationToken,

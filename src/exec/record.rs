@@ -88,6 +88,8 @@ pub struct StepRecord {
     pub id: String,
     pub tool: String,
     pub server: String,
+    /// What the tool can change.
+    pub tier: crate::policy::Tier,
     pub status: StepStatus,
     /// The error, for failed, timed-out and cancelled steps.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -163,6 +165,7 @@ impl StepRecord {
             id: step.id.to_string(),
             tool: step.exported.clone(),
             server: step.server.clone(),
+            tier: step.tier,
             status: StepStatus::Skipped,
             error: None,
             reason: None,

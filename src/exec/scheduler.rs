@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::record::{RunRecord, RunStatus, Selection, StepRecord, StepStatus, millis};
-use super::step::{Args, Attempted, CANCEL_GRACE, Ending, Resolve, attempt};
+use super::step::{Args, Attempted, CANCEL_GRACE, Ending, Launch, Resolve, attempt};
 use super::{Invoker, Observer, Settings};
 use crate::plan::{
     DependencyKind, OnError, PlannedStep, RefSource, StepId, Strategy, ValidatedPlan,
@@ -97,7 +97,7 @@ enum Phase {
 struct Run<'p> {
     plan: &'p ValidatedPlan,
     started: Instant,
-    run_id: String,
+    run_id: Arc<str>,
     /// Per step: who waits for it, and why.
     dependents: Vec<Vec<(usize, DependencyKind)>>,
     /// Per step: how many of the steps it waits for have not yet let it go.
@@ -136,7 +136,7 @@ impl<'p> Run<'p> {
         Self {
             plan,
             started: Instant::now(),
-            run_id: new_run_id(),
+            run_id: new_run_id().into(),
             dependents,
             waiting,
             records: vec![None; steps.len()],
@@ -207,15 +207,15 @@ impl<'p> Run<'p> {
             .timeout_ms
             .map(Duration::from_millis)
             .or(settings.step_timeout);
-        attempt(
-            invoker.clone(),
-            step.clone(),
-            i,
-            args,
+        let launch = Launch {
+            invoker: invoker.clone(),
+            run: self.run_id.clone(),
+            step: step.clone(),
+            index: i,
             timeout,
-            settings.retry_backoff,
-            token,
-        )
+            backoff: settings.retry_backoff,
+        };
+        attempt(launch, args, token)
     }
 
     /// Resolves `step`'s arguments later, elsewhere: from copies of what it reads.
@@ -491,7 +491,7 @@ impl<'p> Run<'p> {
             .collect();
         RunRecord {
             selections,
-            run_id: self.run_id,
+            run_id: self.run_id.to_string(),
             goal: plan.goal().map(str::to_string),
             strategy: plan.strategy().as_str().to_string(),
             on_error: plan.on_error().as_str().to_string(),

@@ -54,16 +54,34 @@ pub(super) struct Attempted {
     pub resolved: Option<(Value, Vec<ResolveWarning>)>,
 }
 
+/// One step's call, as the scheduler launches it.
+pub(super) struct Launch<I> {
+    pub invoker: Arc<I>,
+    /// The run's id, for the invoker's audit trail.
+    pub run: Arc<str>,
+    pub step: PlannedStep,
+    /// The step's position in the plan.
+    pub index: usize,
+    /// Its time limit per attempt, if any.
+    pub timeout: Option<Duration>,
+    /// The first pause before a retry.
+    pub backoff: Duration,
+}
+
 /// Calls the step's tool, retrying what may be retried, within its time limit.
 pub(super) async fn attempt<I: Invoker>(
-    invoker: Arc<I>,
-    step: PlannedStep,
-    index: usize,
+    launch: Launch<I>,
     args: Args,
-    timeout: Option<Duration>,
-    backoff: Duration,
     cancel: CancellationToken,
 ) -> Attempted {
+    let Launch {
+        invoker,
+        run,
+        step,
+        index,
+        timeout,
+        backoff,
+    } = launch;
     let started = Instant::now();
     let ended = |ending: Ending, attempts: u32, resolved| Attempted {
         index,
@@ -99,7 +117,15 @@ pub(super) async fn attempt<I: Invoker>(
     let mut attempts = 0;
     let ending = loop {
         attempts += 1;
-        let ending = once(invoker.as_ref(), &step, args.clone(), timeout, &cancel).await;
+        let ending = once(
+            invoker.as_ref(),
+            &run,
+            &step,
+            args.clone(),
+            timeout,
+            &cancel,
+        )
+        .await;
         // Only what may go differently next time is repeated: not a tool's own error,
         // not arguments the server refused.
         let retryable = match &ending {
@@ -127,13 +153,14 @@ pub(super) async fn attempt<I: Invoker>(
 /// dropped, so neither a deaf invoker nor a wedged server can hold the plan.
 async fn once<I: Invoker>(
     invoker: &I,
+    run: &str,
     step: &PlannedStep,
     args: Value,
     timeout: Option<Duration>,
     cancel: &CancellationToken,
 ) -> Ending {
     let call_cancel = cancel.child_token();
-    let call = invoker.invoke(step, args, call_cancel.clone());
+    let call = invoker.invoke(run, step, args, call_cancel.clone());
     tokio::pin!(call);
     let limit = async {
         match timeout {

@@ -15,6 +15,8 @@
 
 use serde_json::Value;
 
+use crate::policy::Tier;
+
 use super::names::closest;
 use super::names::fold_name;
 
@@ -33,6 +35,8 @@ pub struct ToolSpec {
     pub read_only: bool,
     /// `annotations.idempotentHint`: retries are safe.
     pub idempotent: bool,
+    /// What the tool can change (its server's `tiers`, else its annotations).
+    pub tier: Tier,
 }
 
 impl ToolSpec {

@@ -455,6 +455,7 @@ impl<'p> Validator<'p> {
             exported: spec.exported.clone(),
             server: spec.server.clone(),
             tool: spec.tool.clone(),
+            tier: spec.tier,
             args,
             depends_on,
             timeout_ms: step.timeout_ms,

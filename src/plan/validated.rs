@@ -75,6 +75,8 @@ pub struct PlannedStep {
     pub server: String,
     /// The tool's name on that server.
     pub tool: String,
+    /// What the tool can change.
+    pub tier: crate::policy::Tier,
     /// The arguments with references parsed.
     pub args: Template,
     /// What this step waits for, without duplicates, in plan order.

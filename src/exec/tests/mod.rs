@@ -31,6 +31,11 @@ fn tools() -> Vec<ToolSpec> {
             input_schema: json!({"type": "object"}),
             read_only: name != "write",
             idempotent: false,
+            tier: if name == "write" {
+                crate::policy::Tier::Destructive
+            } else {
+                crate::policy::Tier::Read
+            },
         })
         .collect()
 }
@@ -68,6 +73,7 @@ impl Fake {
 impl Invoker for Fake {
     async fn invoke(
         &self,
+        _run: &str,
         step: &PlannedStep,
         args: Value,
         cancel: CancellationToken,

@@ -242,6 +242,7 @@ fn nested_schemas() {
             input_schema: schema,
             read_only: true,
             idempotent: true,
+            tier: crate::policy::Tier::Read,
         }];
         let plan = json!({"steps": [{"tool": "geo__plot", "args": {
             "points": [{"x": 1}, {"y": 2}, {"x": "3"}],

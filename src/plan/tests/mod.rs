@@ -28,6 +28,11 @@ fn spec(server: &str, tool: &str, schema: Value) -> ToolSpec {
         input_schema: schema,
         read_only: server == "metrics" || server == "weather",
         idempotent: false,
+        tier: if server == "metrics" || server == "weather" {
+            crate::policy::Tier::Read
+        } else {
+            crate::policy::Tier::Destructive
+        },
     }
 }
 

@@ -279,6 +279,7 @@ fn seed_004_caught_failure() {
 /// annotations), so that a plan in each seed dialect is shown to validate against what
 /// `planmux validate` will see.
 fn builtin_catalog() -> Vec<super::super::ToolSpec> {
+    use crate::policy::Tier;
     let tool = |server: &str, name: &str, schema: Value, read_only: bool, idempotent: bool| {
         super::super::ToolSpec {
             exported: format!("{server}__{name}"),
@@ -287,6 +288,11 @@ fn builtin_catalog() -> Vec<super::super::ToolSpec> {
             input_schema: schema,
             read_only,
             idempotent,
+            tier: if read_only {
+                Tier::Read
+            } else {
+                Tier::Destructive
+            },
         }
     };
     vec![

@@ -1,0 +1,314 @@
+//! What a tool may do and who may call it: each tool's tier (`read`, `write`,
+//! `destructive`), the `[policy] deny` list, and the one checkpoint every downstream call
+//! passes. A call needs an [`Authorized`], and only [`Policy::authorize`] makes one, so
+//! a new way of calling a tool cannot skip the checkpoint without failing to compile.
+
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use globset::{GlobMatcher, GlobSet};
+use rmcp::model::Tool;
+use serde::Serialize;
+
+/// How much a tool can change: what a host's user would want to be asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// Reads, changes nothing.
+    Read,
+    /// Changes something, not destructively (creates, appends).
+    Write,
+    /// May destroy or overwrite: the default for a tool that says nothing.
+    Destructive,
+}
+
+impl Tier {
+    /// The tier as the config and the output spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Read => "read",
+            Tier::Write => "write",
+            Tier::Destructive => "destructive",
+        }
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Tier {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "read" => Ok(Tier::Read),
+            "write" => Ok(Tier::Write),
+            "destructive" => Ok(Tier::Destructive),
+            other => Err(format!(
+                "unknown tier '{other}' (one of: read, write, destructive)"
+            )),
+        }
+    }
+}
+
+/// How one server's tools get their tiers: its `tiers` globs first (first match wins),
+/// then, when `trust_annotations`, the tool's own hints, else `destructive`.
+#[derive(Debug, Clone)]
+pub struct TierRules {
+    /// Tool-name globs with their tier, in file order.
+    pub rules: Vec<(GlobMatcher, Tier)>,
+    /// Whether the server's `readOnlyHint` / `destructiveHint` are believed.
+    pub trust_annotations: bool,
+}
+
+impl Default for TierRules {
+    fn default() -> Self {
+        Self {
+            rules: Vec::new(),
+            trust_annotations: true,
+        }
+    }
+}
+
+impl TierRules {
+    /// The tier of one of the server's tools.
+    pub fn tier(&self, tool: &Tool) -> Tier {
+        if let Some((_, tier)) = self
+            .rules
+            .iter()
+            .find(|(glob, _)| glob.is_match(&*tool.name))
+        {
+            return *tier;
+        }
+        let hints = tool.annotations.as_ref().filter(|_| self.trust_annotations);
+        match hints {
+            // The spec's defaults: a tool is not read-only, and is destructive, unless it
+            // says otherwise.
+            Some(a) if a.read_only_hint == Some(true) => Tier::Read,
+            Some(a) if a.destructive_hint == Some(false) => Tier::Write,
+            _ => Tier::Destructive,
+        }
+    }
+}
+
+/// Which way a call reaches the checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The host called the tool by name (`tools/call`).
+    Direct,
+    /// A step of a plan.
+    Plan {
+        /// The run's id (`planmux://runs/{run_id}`).
+        run: String,
+        /// The step's id.
+        step: String,
+    },
+}
+
+impl Route {
+    fn name(&self) -> &'static str {
+        match self {
+            Route::Direct => "direct",
+            Route::Plan { .. } => "plan",
+        }
+    }
+}
+
+/// Why a call was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    /// The tool matches a `[policy] deny` glob.
+    #[error("tool '{tool}' is denied by [policy] deny")]
+    ByPolicy { tool: String },
+}
+
+/// Proof that a call to `tool` passed the checkpoint. Its field is private: only
+/// [`Policy::authorize`] makes one.
+#[derive(Debug)]
+pub struct Authorized {
+    tool: String,
+}
+
+impl Authorized {
+    /// The exported tool name this proof is for.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+}
+
+/// The `[policy]` in force and the audit trail.
+#[derive(Debug, Default)]
+pub struct Policy {
+    /// Exported-name globs: never listed, never callable.
+    pub deny: Option<GlobSet>,
+    /// Where decisions are also appended as JSON lines (`[proxy] audit_log`), and the
+    /// file once opened.
+    audit: Option<(PathBuf, Mutex<Option<std::fs::File>>)>,
+}
+
+impl Policy {
+    /// A policy with `deny` globs, appending decisions to `audit_log` when given (the
+    /// file is opened at the first decision; a failure to write is logged).
+    pub fn new(deny: Option<GlobSet>, audit_log: Option<PathBuf>) -> Self {
+        Self {
+            deny,
+            audit: audit_log.map(|path| (path, Mutex::new(None))),
+        }
+    }
+
+    /// Whether `[policy] deny` matches an exported name.
+    pub fn denies(&self, exported: &str) -> bool {
+        self.deny.as_ref().is_some_and(|set| set.is_match(exported))
+    }
+
+    /// The checkpoint: decides whether `tool` (of `tier`, when known) may be called by
+    /// `route`, and records the decision.
+    pub fn authorize(
+        &self,
+        tool: &str,
+        tier: Option<Tier>,
+        route: &Route,
+    ) -> Result<Authorized, Denied> {
+        let decision = if self.denies(tool) {
+            Err(Denied::ByPolicy {
+                tool: tool.to_owned(),
+            })
+        } else {
+            Ok(Authorized {
+                tool: tool.to_owned(),
+            })
+        };
+        self.record(tool, tier, route, decision.is_ok());
+        decision
+    }
+
+    /// One decision: a `tracing` event, and a JSON line when an audit log is set.
+    fn record(&self, tool: &str, tier: Option<Tier>, route: &Route, allowed: bool) {
+        let decision = if allowed { "allow" } else { "deny" };
+        let tier = tier.map_or("unknown", Tier::as_str);
+        let (run, step) = match route {
+            Route::Plan { run, step } => (Some(run.as_str()), Some(step.as_str())),
+            Route::Direct => (None, None),
+        };
+        tracing::info!(target: "planmux::audit", tool, tier, path = route.name(), decision, run, step, "authorization");
+        let Some((path, file)) = &self.audit else {
+            return;
+        };
+        let line = serde_json::json!({
+            "time_ms": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_default(),
+            "tool": tool, "tier": tier, "path": route.name(), "decision": decision,
+            "run": run, "step": step,
+        });
+        let mut file = file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let written = match &mut *file {
+            Some(file) => writeln!(file, "{line}"),
+            None => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut opened| {
+                    writeln!(opened, "{line}")?;
+                    *file = Some(opened);
+                    Ok(())
+                }),
+        };
+        if let Err(error) = written {
+            tracing::warn!(%error, path = %path.display(), "cannot append to the audit log");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use globset::Glob;
+    use rmcp::model::ToolAnnotations;
+
+    use super::*;
+
+    fn tool(name: &str, hints: Option<ToolAnnotations>) -> Tool {
+        let tool = Tool::new(name.to_owned(), "", Arc::new(Default::default()));
+        match hints {
+            Some(hints) => tool.with_annotations(hints),
+            None => tool,
+        }
+    }
+
+    fn rules(globs: &[(&str, Tier)], trust: bool) -> TierRules {
+        TierRules {
+            rules: globs
+                .iter()
+                .filter_map(|(g, t)| Some((Glob::new(g).ok()?.compile_matcher(), *t)))
+                .collect(),
+            trust_annotations: trust,
+        }
+    }
+
+    #[test]
+    fn tiers_come_from_globs_then_trusted_hints_then_default_to_destructive() {
+        let read_only = || Some(ToolAnnotations::new().read_only(true));
+        let gentle = || Some(ToolAnnotations::new().destructive(false));
+        let check = |rules: &TierRules, tool: Tool, expect: Tier| {
+            assert_eq!(rules.tier(&tool), expect, "{}", tool.name);
+        };
+        let none = rules(&[], true);
+        check(&none, tool("get", read_only()), Tier::Read);
+        check(&none, tool("append", gentle()), Tier::Write);
+        check(&none, tool("anything", None), Tier::Destructive);
+        check(
+            &none,
+            tool("empty_hints", Some(ToolAnnotations::new())),
+            Tier::Destructive,
+        );
+        let globs = rules(
+            &[
+                ("read_*", Tier::Read),
+                ("*", Tier::Write),
+                ("rm", Tier::Read),
+            ],
+            true,
+        );
+        check(&globs, tool("read_file", None), Tier::Read);
+        check(&globs, tool("rm", read_only()), Tier::Write);
+        let distrust = rules(&[], false);
+        check(&distrust, tool("get", read_only()), Tier::Destructive);
+    }
+
+    #[test]
+    fn the_checkpoint_refuses_what_deny_matches() {
+        let mut deny = globset::GlobSetBuilder::new();
+        deny.add(Glob::new("fs__delete_*").unwrap_or_else(|e| panic!("{e}")));
+        let policy = Policy::new(deny.build().ok(), None);
+        let route = Route::Direct;
+        assert!(
+            policy
+                .authorize("fs__read", Some(Tier::Read), &route)
+                .is_ok()
+        );
+        assert_eq!(
+            policy
+                .authorize("fs__delete_all", Some(Tier::Destructive), &route)
+                .err(),
+            Some(Denied::ByPolicy {
+                tool: "fs__delete_all".into()
+            })
+        );
+        let proof = policy.authorize("fs__read", None, &route);
+        assert_eq!(
+            proof.map(|p| p.tool().to_owned()).ok().as_deref(),
+            Some("fs__read")
+        );
+    }
+}
