@@ -8,8 +8,31 @@ use rmcp::model::Tool;
 use serde_json::Value;
 
 use crate::config::is_name_char;
+use crate::lock::Lock;
 use crate::plan::ToolSpec;
 use crate::policy::{Policy, Tier, TierRules};
+
+/// Which tool definitions are trusted: none pinned, those of `servers.lock`, or none at
+/// all when the lock file cannot be read (failing closed).
+#[derive(Debug, Default)]
+pub enum Pins {
+    #[default]
+    Unpinned,
+    Locked(Lock),
+    /// The lock file is broken: every tool is held back, saying why.
+    Broken(String),
+}
+
+impl Pins {
+    /// Why a tool must be held back, if it must.
+    pub fn check(&self, server: &str, tool: &Tool) -> Option<String> {
+        match self {
+            Pins::Unpinned => None,
+            Pins::Locked(lock) => lock.check(server, tool).map(|c| c.to_string()),
+            Pins::Broken(why) => Some(why.clone()),
+        }
+    }
+}
 
 /// Hosts reject longer tool names (the Anthropic and OpenAI APIs cap them at 64).
 pub const MAX_NAME_LEN: usize = 64;
@@ -55,10 +78,22 @@ pub struct ServerTools {
     pub tiers: TierRules,
 }
 
+/// A tool held back by `servers.lock`: its definition changed, or it is new.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    pub exported: String,
+    pub server: String,
+    pub tool: String,
+    /// What changed since `planmux lock`.
+    pub change: String,
+}
+
 /// The merged catalog. Immutable: a refresh builds a new one.
 #[derive(Debug, Default)]
 pub struct Catalog {
     entries: Vec<Entry>,
+    /// Tools held back by the lock: not listed, not callable.
+    quarantined: Vec<Quarantined>,
     by_name: HashMap<String, usize>,
     /// The same tools as the plan validator sees them, built once per catalog.
     specs: Vec<ToolSpec>,
@@ -70,7 +105,12 @@ impl Catalog {
     ///
     /// Names are made deterministic: the same servers and tools always give the same
     /// exported names, whatever order the servers answered in.
-    pub fn build(separator: &str, servers: &[ServerTools], policy: &Policy) -> Catalog {
+    pub fn build(
+        separator: &str,
+        servers: &[ServerTools],
+        policy: &Policy,
+        pins: &Pins,
+    ) -> Catalog {
         let mut candidates: Vec<(String, &ServerTools, &Tool)> = servers
             .iter()
             .flat_map(|s| s.tools.iter().map(move |t| (s, t)))
@@ -109,6 +149,15 @@ impl Catalog {
             if policy.denies(&name) {
                 continue;
             }
+            if let Some(change) = pins.check(server, tool) {
+                catalog.quarantined.push(Quarantined {
+                    exported: name,
+                    server: server.to_owned(),
+                    tool: tool.name.to_string(),
+                    change,
+                });
+                continue;
+            }
             let tier = tools.tiers.tier(tool);
             let mut definition = tool.clone();
             definition.name = name.clone().into();
@@ -132,6 +181,11 @@ impl Catalog {
             });
         }
         catalog
+    }
+
+    /// Tools held back by `servers.lock`.
+    pub fn quarantined(&self) -> &[Quarantined] {
+        &self.quarantined
     }
 
     /// The tools as the plan validator needs them.
@@ -259,6 +313,7 @@ mod tests {
                 tools: vec![tool("a.b"), tool("a_b"), tool("a b")],
             }],
             &Policy::default(),
+            &Pins::Unpinned,
         );
         let got = names(&catalog);
         assert_eq!(got.len(), 3);
@@ -284,6 +339,7 @@ mod tests {
                 tools: vec![original.clone()],
             }],
             &Policy::default(),
+            &Pins::Unpinned,
         );
         let entry = catalog.get("fs__read").map(|e| e.definition.clone());
         let mut expected = original;
@@ -305,6 +361,7 @@ mod tests {
                 ],
             }],
             &Policy::default(),
+            &Pins::Unpinned,
         );
         assert_eq!(
             catalog.closest("metrics__query_metrics", 1),

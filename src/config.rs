@@ -161,6 +161,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// In file order.
     pub servers: Vec<ServerConfig>,
+    /// `servers.lock` beside the config file (`None` for the built-in config).
+    pub lock_path: Option<PathBuf>,
 }
 
 impl Config {
@@ -197,7 +199,9 @@ impl Config {
             .filter(|p| !p.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         let base = std::path::absolute(&base).unwrap_or(base);
-        Self::parse(&text, &file, &base, &|name| std::env::var(name).ok())
+        let mut config = Self::parse(&text, &file, &base, &|name| std::env::var(name).ok())?;
+        config.lock_path = Some(base.join(crate::lock::LOCK_FILE));
+        Ok(config)
     }
 
     /// Parses config text. `env` looks up `${VAR}`; `base` anchors relative paths.
@@ -242,6 +246,7 @@ impl Config {
             proxy,
             policy,
             servers,
+            lock_path: None,
         })
     }
 

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod downstream;
 pub mod exec;
 mod fnv;
+pub mod lock;
 pub mod plan;
 pub mod policy;
 pub mod runner;

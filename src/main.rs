@@ -60,8 +60,13 @@ enum Command {
     },
     /// Print the merged tool catalog.
     Tools,
-    /// Start every server and report status, tool count and start-up time.
+    /// Start every server and report status, tool count and start-up time, and the tools
+    /// servers.lock holds back (exit 1 if any server failed or any tool is held back).
     Check,
+    /// Pin every tool definition: write servers.lock beside the config. From then on a
+    /// tool whose definition changes (or a new tool of a locked server) is quarantined
+    /// until the next `planmux lock`.
+    Lock,
     /// Serve one built-in demo server over stdio.
     Demo {
         /// metrics, weather, files, chaos or hostile
@@ -126,6 +131,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Validate { plan, mermaid, dot } => validate(config, &plan, mermaid, dot).await,
         Command::Tools => tools(config).await,
         Command::Check => check(config).await,
+        Command::Lock => lock(config).await,
         Command::Demo { .. } => Ok(0),
     }
 }
@@ -214,15 +220,63 @@ async fn check(config: Config) -> Result<i32> {
         );
     }
     let failed = statuses.iter().filter(|s| !s.ready).count();
+    let catalog = downstreams.catalog();
     println!(
         "catalog ready in {:.1} ms: {} tools, {} of {} servers failed",
         ready_after.as_secs_f64() * 1000.0,
-        downstreams.catalog().entries().len(),
+        catalog.entries().len(),
         failed,
         statuses.len()
     );
+    let held = catalog.quarantined();
+    if !held.is_empty() {
+        println!(
+            "\nquarantined by servers.lock (not listed, not callable; `planmux lock` accepts them):"
+        );
+        for q in held {
+            println!("  {}  {}", q.exported, q.change);
+        }
+    }
     downstreams.shutdown().await;
-    Ok(if failed > 0 { 1 } else { 0 })
+    Ok(if failed > 0 || !held.is_empty() { 1 } else { 0 })
+}
+
+async fn lock(config: Config) -> Result<i32> {
+    let Some(path) = config.lock_path.clone() else {
+        anyhow::bail!(
+            "planmux lock writes servers.lock beside a config file, and the built-in config has none (use --config)"
+        );
+    };
+    let downstreams = Downstreams::start(&config, Arc::default()).await;
+    let failed: Vec<String> = downstreams
+        .statuses()
+        .into_iter()
+        .filter(|s| !s.ready)
+        .map(|s| format!("{} ({})", s.name, s.error.unwrap_or_default()))
+        .collect();
+    let tools: Vec<(String, Vec<rmcp::model::Tool>)> = downstreams
+        .servers()
+        .iter()
+        .map(|s| (s.config.name.clone(), s.tools()))
+        .collect();
+    downstreams.shutdown().await;
+    // Locking without a server would leave its tools unpinned: refuse.
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "not locked: these servers failed to start: {}",
+            failed.join(", ")
+        );
+    }
+    let lock = planmux::lock::Lock::of(tools.iter().map(|(s, t)| (s.as_str(), t.as_slice())));
+    lock.save(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let count: usize = tools.iter().map(|(_, t)| t.len()).sum();
+    println!(
+        "locked {count} tools of {} servers in {}",
+        tools.len(),
+        path.display()
+    );
+    Ok(0)
 }
 
 /// Exit codes of `planmux run` and `planmux validate`.

@@ -126,6 +126,9 @@ pub enum Denied {
     /// The tool matches a `[policy] deny` glob.
     #[error("tool '{tool}' is denied by [policy] deny")]
     ByPolicy { tool: String },
+    /// `servers.lock` holds the tool back.
+    #[error("tool '{tool}' is quarantined: {change}; run `planmux lock` to accept it")]
+    Quarantined { tool: String, change: String },
 }
 
 /// Proof that a call to `tool` passed the checkpoint. Its field is private: only
@@ -169,15 +172,22 @@ impl Policy {
 
     /// The checkpoint: decides whether `tool` (of `tier`, when known) may be called by
     /// `route`, and records the decision.
+    /// `quarantine` says what changed when the lock holds the tool back.
     pub fn authorize(
         &self,
         tool: &str,
         tier: Option<Tier>,
+        quarantine: Option<&str>,
         route: &Route,
     ) -> Result<Authorized, Denied> {
         let decision = if self.denies(tool) {
             Err(Denied::ByPolicy {
                 tool: tool.to_owned(),
+            })
+        } else if let Some(change) = quarantine {
+            Err(Denied::Quarantined {
+                tool: tool.to_owned(),
+                change: change.to_owned(),
             })
         } else {
             Ok(Authorized {
@@ -294,18 +304,22 @@ mod tests {
         let route = Route::Direct;
         assert!(
             policy
-                .authorize("fs__read", Some(Tier::Read), &route)
+                .authorize("fs__read", Some(Tier::Read), None, &route)
                 .is_ok()
         );
         assert_eq!(
             policy
-                .authorize("fs__delete_all", Some(Tier::Destructive), &route)
+                .authorize("fs__delete_all", Some(Tier::Destructive), None, &route)
                 .err(),
             Some(Denied::ByPolicy {
                 tool: "fs__delete_all".into()
             })
         );
-        let proof = policy.authorize("fs__read", None, &route);
+        assert!(matches!(
+            policy.authorize("fs__read", None, Some("description changed"), &route),
+            Err(Denied::Quarantined { .. })
+        ));
+        let proof = policy.authorize("fs__read", None, None, &route);
         assert_eq!(
             proof.map(|p| p.tool().to_owned()).ok().as_deref(),
             Some("fs__read")

@@ -195,3 +195,107 @@ async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
     assert_eq!(tier_of("chaos__fail"), None, "{table}");
     Ok(())
 }
+
+/// Tool pinning: `planmux lock` records every definition; a tool whose definition
+/// changed, or a new tool of a locked server, is quarantined (not listed, not callable,
+/// shown by `check`, and the host is told); a broken lock holds everything back.
+#[tokio::test]
+async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
+    use common::{Recorder, call};
+    use rmcp::ServiceExt;
+    use rmcp::transport::TokioChildProcess;
+    use serde_json::{Value, json};
+
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::write(&config, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    let run = |command: &str| {
+        Command::new(common::bin())
+            .args([command, "--config"])
+            .arg(&config)
+            .output()
+    };
+    let locked = run("lock")?;
+    assert_eq!(
+        locked.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&locked.stderr)
+    );
+    assert!(String::from_utf8_lossy(&locked.stdout).contains("locked 9 tools of 1 servers"));
+    assert_eq!(
+        run("check")?.status.code(),
+        Some(0),
+        "a fresh lock holds nothing back"
+    );
+
+    // Pretend echo's description changed and pid appeared after the lock.
+    let lock_path = dir.path().join("servers.lock");
+    let mut lock: Value = serde_json::from_str(&std::fs::read_to_string(&lock_path)?)?;
+    lock["servers"]["chaos"]["echo"]["description"] = json!("0000");
+    if let Some(tools) = lock["servers"]["chaos"].as_object_mut() {
+        tools.remove("pid");
+    }
+    std::fs::write(&lock_path, lock.to_string())?;
+    let checked = run("check")?;
+    let report = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("chaos__echo  description changed since planmux lock"),
+        "{report}"
+    );
+    assert!(
+        report.contains("chaos__pid  new since planmux lock"),
+        "{report}"
+    );
+
+    let mut cmd = tokio::process::Command::new(common::bin());
+    cmd.arg("serve").arg("--config").arg(&config);
+    let (transport, _) = TokioChildProcess::builder(cmd).spawn()?;
+    let recorder = Recorder::default();
+    let client = recorder.clone().serve(transport).await?;
+    let listed: Vec<String> = client
+        .list_all_tools()
+        .await?
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        !listed
+            .iter()
+            .any(|t| t == "chaos__echo" || t == "chaos__pid"),
+        "{listed:?}"
+    );
+    assert!(listed.iter().any(|t| t == "chaos__sleep"), "{listed:?}");
+    let refused = client.call_tool(call("chaos__echo", json!({}))).await;
+    let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        message.contains("quarantined: description changed since planmux lock"),
+        "{message}"
+    );
+    // A tool that appears at run time is held back too, and the host is told.
+    client
+        .call_tool(call("chaos__toggle_extra", json!({})))
+        .await?;
+    let told = common::eventually(std::time::Duration::from_secs(10), || {
+        recorder.seen.lock().is_ok_and(|seen| {
+            seen.logs.iter().any(|l| {
+                l.to_string()
+                    .contains("planmux quarantined chaos__extra: new since planmux lock")
+            })
+        })
+    })
+    .await;
+    assert!(told, "the host was not told");
+    client.cancel().await?;
+
+    // Accepting the changes: lock again.
+    assert_eq!(run("lock")?.status.code(), Some(0));
+    assert_eq!(run("check")?.status.code(), Some(0));
+    // A broken lock fails closed.
+    std::fs::write(&lock_path, "{")?;
+    let broken = run("check")?;
+    assert_eq!(broken.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&broken.stdout).contains("not a planmux lock file"));
+    Ok(())
+}

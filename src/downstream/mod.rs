@@ -17,8 +17,9 @@ use tokio_util::task::TaskTracker;
 pub use relay::{HostLink, ProgressSink};
 pub use server::{Server, State};
 
-use crate::catalog::{Catalog, ServerTools};
+use crate::catalog::{Catalog, Pins, ServerTools};
 use crate::config::Config;
+use crate::lock::Lock;
 use crate::policy::{Authorized, Denied, Policy, Route};
 use relay::Changes;
 
@@ -101,6 +102,8 @@ pub struct Downstreams {
     host: Arc<HostLink>,
     /// The checkpoint every call passes.
     policy: Policy,
+    /// Which definitions `servers.lock` trusts.
+    pins: Pins,
     tracker: TaskTracker,
     shutdown: CancellationToken,
     /// True once the first start of every server has ended.
@@ -138,6 +141,7 @@ impl Downstreams {
             separator: config.proxy.separator.clone(),
             host,
             policy: Policy::new(config.policy.deny.clone(), config.proxy.audit_log.clone()),
+            pins: load_pins(config),
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
             started: tokio::sync::watch::channel(false).0,
@@ -156,7 +160,7 @@ impl Downstreams {
             let _ = s.live().await;
         }))
         .await;
-        self.rebuild_catalog();
+        self.rebuild_and_notify().await;
         self.started.send_replace(true);
     }
 
@@ -205,8 +209,11 @@ impl Downstreams {
     /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
     pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
         self.started().await;
-        let tier = self.catalog().get(name).map(|e| e.tier);
-        self.policy.authorize(name, tier, route)
+        let catalog = self.catalog();
+        let tier = catalog.get(name).map(|e| e.tier);
+        let held = catalog.quarantined().iter().find(|q| q.exported == name);
+        self.policy
+            .authorize(name, tier, held.map(|q| q.change.as_str()), route)
     }
 
     /// Routes a `tools/call` by exported name to its server and returns the answer as the
@@ -263,14 +270,15 @@ impl Downstreams {
             tracing::warn!(server = %server_name, error = %e, "could not refresh tools");
             return;
         }
-        if self.rebuild_catalog() {
+        if self.rebuild_and_notify().await {
             tracing::info!(server = %server_name, "tool list changed");
             self.host.notify_tools_changed().await;
         }
     }
 
-    /// Rebuilds the catalog from every server's tools; true when it changed.
-    fn rebuild_catalog(&self) -> bool {
+    /// Rebuilds the catalog from every server's tools: whether it changed, and a notice
+    /// per tool newly quarantined.
+    fn rebuild_catalog(&self) -> (bool, Vec<String>) {
         let lists: Vec<ServerTools> = self
             .servers
             .iter()
@@ -280,10 +288,32 @@ impl Downstreams {
                 tiers: s.config.tiers.clone(),
             })
             .collect();
-        let next = Catalog::build(&self.separator, &lists, &self.policy);
+        let next = Catalog::build(&self.separator, &lists, &self.policy, &self.pins);
         let mut current = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
         let changed = current.definitions().ne(next.definitions());
+        let newly: Vec<String> = next
+            .quarantined()
+            .iter()
+            .filter(|q| !current.quarantined().contains(q))
+            .map(|q| {
+                format!(
+                    "planmux quarantined {}: {}; run `planmux lock` to accept it",
+                    q.exported, q.change
+                )
+            })
+            .collect();
         *current = Arc::new(next);
+        (changed, newly)
+    }
+
+    /// Rebuilds the catalog and tells the host about newly quarantined tools; true when
+    /// the catalog changed.
+    async fn rebuild_and_notify(&self) -> bool {
+        let (changed, newly) = self.rebuild_catalog();
+        for notice in newly {
+            tracing::warn!("{notice}");
+            self.host.notify_warning(notice).await;
+        }
         changed
     }
 
@@ -293,6 +323,22 @@ impl Downstreams {
         futures::future::join_all(self.servers.iter().map(|s| s.close())).await;
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
+    }
+}
+
+/// `servers.lock`, when the config has one; a lock that cannot be read holds every tool
+/// back rather than turning pinning off.
+fn load_pins(config: &Config) -> Pins {
+    let Some(path) = &config.lock_path else {
+        return Pins::Unpinned;
+    };
+    match Lock::load(path) {
+        Ok(Some(lock)) => Pins::Locked(lock),
+        Ok(None) => Pins::Unpinned,
+        Err(why) => {
+            tracing::error!("{why}; every tool is quarantined until `planmux lock` rewrites it");
+            Pins::Broken(why)
+        }
     }
 }
 

@@ -98,6 +98,22 @@ impl HostLink {
         }
     }
 
+    /// Tells the host something it should know, as a warning log message.
+    pub async fn notify_warning(&self, text: String) {
+        let Some(peer) = self.get() else {
+            return;
+        };
+        if !self.wants_log(LoggingLevel::Warning) {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(
+            LoggingLevel::Warning,
+            serde_json::Value::String(text),
+        );
+        param.logger = Some("planmux".into());
+        let _ = peer.notify_logging_message(param).await;
+    }
+
     fn capabilities(&self) -> Option<(Peer<RoleServer>, ClientCapabilities)> {
         let peer = self.get()?;
         let caps = peer.peer_info()?.capabilities.clone();
