@@ -111,7 +111,9 @@ impl HostLink {
             serde_json::Value::String(text),
         );
         param.logger = Some("planmux".into());
-        let _ = peer.notify_logging_message(param).await;
+        // Bounded like every wait: a host that stopped reading must not hold a refresh.
+        let limit = std::time::Duration::from_secs(1);
+        let _ = tokio::time::timeout(limit, peer.notify_logging_message(param)).await;
     }
 
     fn capabilities(&self) -> Option<(Peer<RoleServer>, ClientCapabilities)> {
