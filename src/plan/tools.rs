@@ -88,42 +88,56 @@ fn one_of<'a>(hits: Vec<&'a ToolSpec>) -> Option<ToolMatch<'a>> {
 /// Resolves a step's tool (and optional server) against the catalog.
 pub fn resolve_tool<'a>(tools: &'a [ToolSpec], server: Option<&str>, name: &str) -> ToolMatch<'a> {
     let name = name.trim();
-    if let Some(server) = server {
-        let on_server: Vec<&ToolSpec> = tools
-            .iter()
-            .filter(|t| server_matches(&t.server, server))
-            .collect();
-        if on_server.is_empty() {
-            // A server id that names no server: the bare tool name may still be unique.
-            return match resolve_tool(tools, None, name) {
-                found @ ToolMatch::Found(_) => found,
-                _ => ToolMatch::Unknown(near_names(&tools.iter().collect::<Vec<_>>(), name)),
-            };
+    match server {
+        Some(server) => on_server(tools, server, name),
+        None => {
+            if let Some((server, tool)) = name.split_once(':')
+                && let found @ ToolMatch::Found(_) = on_server(tools, server, tool)
+            {
+                return found;
+            }
+            bare(tools, name)
         }
-        if let Some(found) = on_server
-            .iter()
-            .find(|t| t.tool == name || t.exported == name)
-        {
-            return ToolMatch::Found(found);
-        }
-        let folded = fold_name(name);
-        let loose = on_server
-            .iter()
-            .copied()
-            .filter(|t| fold_name(&t.tool) == folded)
-            .collect();
-        if let Some(found) = one_of(loose) {
-            return found;
-        }
-        return ToolMatch::Unknown(near_names(&on_server, name));
     }
-    if let Some(found) = tools.iter().find(|t| t.exported == name) {
+}
+
+/// Looks `name` up among the tools of `server`; a server id that names no server falls
+/// back to the bare name, without splitting it again (one lookup however many `:`).
+fn on_server<'a>(tools: &'a [ToolSpec], server: &str, name: &str) -> ToolMatch<'a> {
+    let on_server: Vec<&ToolSpec> = tools
+        .iter()
+        .filter(|t| server_matches(&t.server, server))
+        .collect();
+    if on_server.is_empty() {
+        // A server id that names no server: the bare tool name may still be unique.
+        return match bare(tools, name) {
+            found @ ToolMatch::Found(_) => found,
+            _ => ToolMatch::Unknown(near_names(&tools.iter().collect::<Vec<_>>(), name)),
+        };
+    }
+    if let Some(found) = on_server
+        .iter()
+        .find(|t| t.tool == name || t.exported == name)
+    {
         return ToolMatch::Found(found);
     }
-    if let Some((server, tool)) = name.split_once(':')
-        && let found @ ToolMatch::Found(_) = resolve_tool(tools, Some(server), tool)
-    {
+    let folded = fold_name(name);
+    let loose = on_server
+        .iter()
+        .copied()
+        .filter(|t| fold_name(&t.tool) == folded)
+        .collect();
+    if let Some(found) = one_of(loose) {
         return found;
+    }
+    ToolMatch::Unknown(near_names(&on_server, name))
+}
+
+/// Looks a name up across every server: exact exported name, unique bare tool name, then
+/// loosely.
+fn bare<'a>(tools: &'a [ToolSpec], name: &str) -> ToolMatch<'a> {
+    if let Some(found) = tools.iter().find(|t| t.exported == name) {
+        return ToolMatch::Found(found);
     }
     if let Some(found) = one_of(tools.iter().filter(|t| t.tool == name).collect()) {
         return found;

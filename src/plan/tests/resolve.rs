@@ -383,3 +383,15 @@ fn description_and_schema() {
         json!(["string", "object"])
     );
 }
+
+#[test]
+fn a_name_full_of_colons_is_one_lookup_not_one_per_colon() {
+    // Each `:` once meant a nested lookup: 200,000 of them overflowed the stack.
+    let name = ":a".repeat(200_000);
+    assert!(lookup(None, &name).is_err());
+    assert_eq!(
+        lookup(None, "nowhere:metrics:query_metric").ok(),
+        None,
+        "only the first ':' splits a server from its tool"
+    );
+}
