@@ -24,6 +24,7 @@ use planmux::plan::{
     Limits, PlannedStep, StepId, ToolOutcome, ToolSpec, ValidatedPlan, prepare, schedule,
     tool_outcome,
 };
+use planmux::runner::PlanCalls;
 use plotters::prelude::*;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -115,10 +116,7 @@ fn timing_plans(unit: u64) -> Vec<(&'static str, Value, u64)> {
 
 /// The baseline planmux improves on: run the plan level by level, each level's steps
 /// concurrently, waiting for the whole level before starting the next.
-async fn run_in_waves(
-    plan: &ValidatedPlan,
-    invoker: &Arc<Downstreams>,
-) -> anyhow::Result<Duration> {
+async fn run_in_waves(plan: &ValidatedPlan, invoker: &Arc<PlanCalls>) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let mut outputs: HashMap<StepId, Value> = HashMap::new();
     let errors = HashMap::new();
@@ -155,6 +153,7 @@ async fn timing(quick: bool) -> anyhow::Result<Value> {
     let downstreams = Downstreams::start(&config, Arc::default()).await;
     let specs = downstreams.catalog().tool_specs().to_vec();
     let settings = Settings::from_config(&config);
+    let calls = Arc::new(PlanCalls::new(downstreams.clone(), None));
     println!("\n## Plan timing against the critical path (chaos over stdio, unit {unit} ms)");
     println!(
         "{:<28} {:>9} {:>10} {:>10} {:>12} {:>12} {:>14}",
@@ -170,7 +169,7 @@ async fn timing(quick: bool) -> anyhow::Result<Value> {
             let started = Instant::now();
             let record = run(
                 &plan,
-                downstreams.clone(),
+                calls.clone(),
                 &settings,
                 &Quiet,
                 CancellationToken::new(),
@@ -182,7 +181,7 @@ async fn timing(quick: bool) -> anyhow::Result<Value> {
                 record.status
             );
             ours = ours.min(started.elapsed());
-            waves = waves.min(run_in_waves(&plan, &downstreams).await?);
+            waves = waves.min(run_in_waves(&plan, &calls).await?);
         }
         let cp = Duration::from_millis(critical);
         let ratio = |d: Duration| d.as_secs_f64() / cp.as_secs_f64();

@@ -142,6 +142,8 @@ pub struct ServerConfig {
 pub struct PolicyConfig {
     /// Exported-name globs: never listed, never callable, directly or in plans.
     pub deny: Option<GlobSet>,
+    /// The tiers a plan needs the user's approval for.
+    pub confirm: crate::policy::Confirm,
 }
 
 impl ServerConfig {

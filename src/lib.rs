@@ -3,6 +3,7 @@
 //!
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 
+pub mod approval;
 pub mod catalog;
 pub mod config;
 pub mod demo;

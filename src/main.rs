@@ -11,7 +11,8 @@ use planmux::demo::DemoKind;
 use planmux::downstream::Downstreams;
 use planmux::exec::{Observer, RunRecord, RunStatus, StepRecord};
 use planmux::plan::{PlanIssue, PlannedStep, dot, mermaid, render_issues, schedule};
-use planmux::runner::PlanRunner;
+use planmux::policy::Approver;
+use planmux::runner::{PlanRunner, Unchecked};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -33,10 +34,17 @@ enum Command {
     Serve,
     /// Execute a plan (a file, or - for stdin) and print its result JSON.
     ///
-    /// Exit codes: 0 succeeded, 2 partial, 3 failed, 4 invalid plan, 1 other errors.
+    /// A plan with steps that [policy] confirm covers (write and destructive tools, by
+    /// default) asks on the terminal first.
+    ///
+    /// Exit codes: 0 succeeded, 2 partial, 3 failed, 4 invalid plan, 5 needs approval
+    /// (declined, or no terminal to ask on and no --yes), 1 other errors.
     Run {
         /// The plan: a JSON file, or - to read stdin.
         plan: String,
+        /// Approve the steps that need it without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
         /// Also write the full run record (arguments, outputs, timings) to this file.
         #[arg(long)]
         record: Option<PathBuf>,
@@ -124,10 +132,18 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Serve => serve(config).await.map(|()| 0),
         Command::Run {
             plan,
+            yes,
             record,
             timeline,
             quiet,
-        } => run_plan(config, &plan, record, timeline, quiet).await,
+        } => {
+            let output = Output {
+                record,
+                timeline,
+                quiet,
+            };
+            run_plan(config, &plan, yes, output).await
+        }
         Command::Validate { plan, mermaid, dot } => validate(config, &plan, mermaid, dot).await,
         Command::Tools => tools(config).await,
         Command::Check => check(config).await,
@@ -283,6 +299,7 @@ async fn lock(config: Config) -> Result<i32> {
 const EXIT_PARTIAL: i32 = 2;
 const EXIT_FAILED: i32 = 3;
 const EXIT_INVALID: i32 = 4;
+const EXIT_NEEDS_APPROVAL: i32 = 5;
 
 /// The plan text from a file, or stdin for `-`.
 fn read_plan(source: &str) -> Result<Value> {
@@ -372,32 +389,74 @@ impl Observer for Lines {
     }
 }
 
-async fn run_plan(
-    config: Config,
-    source: &str,
-    record_to: Option<PathBuf>,
+/// What `planmux run` prints besides the result.
+struct Output {
+    /// Where to write the full run record.
+    record: Option<PathBuf>,
+    /// Draw a timeline on stderr.
     timeline: bool,
+    /// No per-step lines.
     quiet: bool,
-) -> Result<i32> {
+}
+
+async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Result<i32> {
     let plan = read_plan(source)?;
     let downstreams = Downstreams::start(&config, Arc::default()).await;
     let runner = PlanRunner::new(downstreams.clone(), &config);
-    let validated = runner.validate(&plan);
-    let plan = match validated {
-        Ok(plan) => plan,
-        Err(issues) => {
+    let cancel = CancellationToken::new();
+    let checked = match runner.check(plan, &cancel).await {
+        Ok(checked) => checked,
+        Err(outcome) => {
             downstreams.shutdown().await;
-            print_issues(&issues);
-            return Ok(EXIT_INVALID);
+            return match outcome {
+                Unchecked::Invalid(issues) => {
+                    print_issues(&issues);
+                    Ok(EXIT_INVALID)
+                }
+                Unchecked::Unfinished(why) => Err(anyhow::anyhow!(why)),
+            };
         }
     };
-    let cancel = CancellationToken::new();
+    let approval = match &checked.approval {
+        None => None,
+        Some(_) if yes => checked
+            .approval
+            .as_ref()
+            .map(|asked| runner.approve(asked, Approver::Flag)),
+        Some(asked) => {
+            let answer = tokio::select! {
+                answer = ask_terminal(asked.message()) => answer,
+                () = terminated() => Ok(false),
+            };
+            match answer {
+                Ok(true) => Some(runner.approve(asked, Approver::Terminal)),
+                refused => {
+                    downstreams.shutdown().await;
+                    let why = match refused {
+                        Err(no_terminal) => format!(
+                            "{}\nplanmux: this plan needs approval, and there is no terminal to ask on ({no_terminal}): run it again with --yes to approve it",
+                            asked.message()
+                        ),
+                        Ok(_) => "planmux: not approved; nothing ran".into(),
+                    };
+                    eprintln!("{why}");
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(
+                            &json!({"status": "needs_approval", "steps": asked.steps})
+                        )?
+                    );
+                    return Ok(EXIT_NEEDS_APPROVAL);
+                }
+            }
+        }
+    };
     let observer = Lines {
         started: std::time::Instant::now(),
-        quiet,
+        quiet: output.quiet,
     };
     let record = {
-        let run = runner.run(&plan, &observer, cancel.clone());
+        let run = runner.run(&checked.plan, approval, &observer, cancel.clone());
         tokio::pin!(run);
         tokio::select! {
             record = &mut run => record,
@@ -410,11 +469,11 @@ async fn run_plan(
     downstreams.shutdown().await;
     let result = runner.result(&record);
     println!("{}", serde_json::to_string_pretty(&result)?);
-    if let Some(path) = record_to {
+    if let Some(path) = output.record {
         std::fs::write(&path, serde_json::to_string_pretty(&*record)?)
             .with_context(|| format!("cannot write the record to {}", path.display()))?;
     }
-    if timeline {
+    if output.timeline {
         eprint!("{}", draw_timeline(&record));
     }
     Ok(match record.status {
@@ -422,6 +481,25 @@ async fn run_plan(
         RunStatus::Partial => EXIT_PARTIAL,
         RunStatus::Failed => EXIT_FAILED,
     })
+}
+
+/// Asks y/N on stderr and reads the answer from stdin, when stdin is a terminal (`Err`
+/// when it is not: a pipe, a file, or the plan itself).
+async fn ask_terminal(message: String) -> Result<bool> {
+    use std::io::IsTerminal as _;
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("stdin is not a terminal");
+    }
+    let asked = tokio::task::spawn_blocking(move || -> Result<bool> {
+        eprint!("{message}\nRun it? [y/N] ");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        Ok(matches!(
+            line.trim().to_ascii_lowercase().as_str(),
+            "y" | "yes"
+        ))
+    });
+    asked.await?
 }
 
 /// A per-step timeline: one bar per step, scaled to the run's duration.

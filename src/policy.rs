@@ -1,20 +1,24 @@
 //! What a tool may do and who may call it: each tool's tier (`read`, `write`,
-//! `destructive`), the `[policy] deny` list, and the one checkpoint every downstream call
-//! passes. A call needs an [`Authorized`], and only [`Policy::authorize`] makes one, so
-//! a new way of calling a tool cannot skip the checkpoint without failing to compile.
+//! `destructive`), the `[policy] deny` list, the tiers a plan needs approval for
+//! (`[policy] confirm`), and the one checkpoint every downstream call passes. A call needs
+//! an [`Authorized`], and only [`Policy::authorize`] makes one, so a new way of calling a
+//! tool cannot skip the checkpoint without failing to compile. A plan step whose tier
+//! `confirm` covers is refused there unless the run carries an [`Approval`] naming it:
+//! a path that forgets to ask the user fails closed.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use globset::{GlobMatcher, GlobSet};
 use rmcp::model::Tool;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How much a tool can change: what a host's user would want to be asked about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
     /// Reads, changes nothing.
@@ -52,6 +56,44 @@ impl FromStr for Tier {
             "destructive" => Ok(Tier::Destructive),
             other => Err(format!(
                 "unknown tier '{other}' (one of: read, write, destructive)"
+            )),
+        }
+    }
+}
+
+/// Which tiers a plan needs the user's approval for (`[policy] confirm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Confirm {
+    /// `write` and `destructive` (the default).
+    #[default]
+    Write,
+    /// `destructive` only.
+    Destructive,
+    /// Nothing: plans run without asking.
+    None,
+}
+
+impl Confirm {
+    /// Whether a step of this tier needs approval.
+    pub fn covers(self, tier: Tier) -> bool {
+        match self {
+            Confirm::Write => tier >= Tier::Write,
+            Confirm::Destructive => tier == Tier::Destructive,
+            Confirm::None => false,
+        }
+    }
+}
+
+impl FromStr for Confirm {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "write" => Ok(Confirm::Write),
+            "destructive" => Ok(Confirm::Destructive),
+            "none" => Ok(Confirm::None),
+            other => Err(format!(
+                "unknown value '{other}' (one of: write, destructive, none)"
             )),
         }
     }
@@ -97,10 +139,55 @@ impl TierRules {
     }
 }
 
+/// Who said yes to a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approver {
+    /// The host's user, asked through elicitation.
+    Host,
+    /// The model relayed a token through `approve_plan`, which the host asked about.
+    Token,
+    /// The user at `planmux run`'s terminal prompt.
+    Terminal,
+    /// `planmux run --yes`.
+    Flag,
+}
+
+impl Approver {
+    /// The approver as the audit trail spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approver::Host => "host",
+            Approver::Token => "token",
+            Approver::Terminal => "terminal",
+            Approver::Flag => "flag",
+        }
+    }
+}
+
+/// A user's yes to some steps of one plan: each step id with the exported tool it calls.
+/// Only [`Policy::approve`] makes one (recording it in the audit trail).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    steps: BTreeSet<(String, String)>,
+    by: Approver,
+}
+
+impl Approval {
+    /// Whether step `step` may call `tool` under this approval.
+    pub fn covers(&self, step: &str, tool: &str) -> bool {
+        self.steps.contains(&(step.to_owned(), tool.to_owned()))
+    }
+
+    /// Who approved.
+    pub fn by(&self) -> Approver {
+        self.by
+    }
+}
+
 /// Which way a call reaches the checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
-    /// The host called the tool by name (`tools/call`).
+    /// The host called the tool by name (`tools/call`): the host asks its user by name.
     Direct,
     /// A step of a plan.
     Plan {
@@ -108,16 +195,9 @@ pub enum Route {
         run: String,
         /// The step's id.
         step: String,
+        /// The user's approval of the plan, if it was asked for and given.
+        approval: Option<Arc<Approval>>,
     },
-}
-
-impl Route {
-    fn name(&self) -> &'static str {
-        match self {
-            Route::Direct => "direct",
-            Route::Plan { .. } => "plan",
-        }
-    }
 }
 
 /// Why a call was refused.
@@ -129,6 +209,11 @@ pub enum Denied {
     /// `servers.lock` holds the tool back.
     #[error("tool '{tool}' is quarantined: {change}; run `planmux lock` to accept it")]
     Quarantined { tool: String, change: String },
+    /// A plan step of a tier `[policy] confirm` covers, without the user's approval.
+    #[error(
+        "tool '{tool}' ({tier}) needs the user's approval in a plan, and this step was not approved"
+    )]
+    NotApproved { tool: String, tier: Tier },
 }
 
 /// Proof that a call to `tool` passed the checkpoint. Its field is private: only
@@ -150,18 +235,44 @@ impl Authorized {
 pub struct Policy {
     /// Exported-name globs: never listed, never callable.
     pub deny: Option<GlobSet>,
+    /// The tiers a plan step needs approval for.
+    pub confirm: Confirm,
     /// Where decisions are also appended as JSON lines (`[proxy] audit_log`), and the
     /// file once opened.
     audit: Option<(PathBuf, Mutex<Option<std::fs::File>>)>,
 }
 
 impl Policy {
-    /// A policy with `deny` globs, appending decisions to `audit_log` when given (the
-    /// file is opened at the first decision; a failure to write is logged).
-    pub fn new(deny: Option<GlobSet>, audit_log: Option<PathBuf>) -> Self {
+    /// A policy with `deny` globs and `confirm`, appending decisions to `audit_log` when
+    /// given (the file is opened at the first decision; a failure to write is logged).
+    pub fn new(deny: Option<GlobSet>, confirm: Confirm, audit_log: Option<PathBuf>) -> Self {
         Self {
             deny,
+            confirm,
             audit: audit_log.map(|path| (path, Mutex::new(None))),
+        }
+    }
+
+    /// Records the user's yes to `steps` (step id, exported tool, tier) and returns the
+    /// approval a run carries to the checkpoint.
+    pub fn approve<'a>(
+        &self,
+        steps: impl IntoIterator<Item = (&'a str, &'a str, Tier)>,
+        by: Approver,
+    ) -> Approval {
+        let mut approved = BTreeSet::new();
+        for (step, tool, tier) in steps {
+            let route = Route::Plan {
+                run: String::new(),
+                step: step.to_owned(),
+                approval: None,
+            };
+            self.record(tool, Some(tier), &route, Decision::Approved(by));
+            approved.insert((step.to_owned(), tool.to_owned()));
+        }
+        Approval {
+            steps: approved,
+            by,
         }
     }
 
@@ -189,25 +300,64 @@ impl Policy {
                 tool: tool.to_owned(),
                 change: change.to_owned(),
             })
+        } else if let Some(unapproved) = self.unapproved(tool, tier, route) {
+            Err(Denied::NotApproved {
+                tool: tool.to_owned(),
+                tier: unapproved,
+            })
         } else {
             Ok(Authorized {
                 tool: tool.to_owned(),
             })
         };
-        self.record(tool, tier, route, decision.is_ok());
+        let decision_made = match &decision {
+            Ok(_) => Decision::Allow,
+            Err(_) => Decision::Deny,
+        };
+        self.record(tool, tier, route, decision_made);
         decision
     }
 
-    /// One decision: a `tracing` event, and a JSON line when an audit log is set.
-    fn record(&self, tool: &str, tier: Option<Tier>, route: &Route, allowed: bool) {
-        let decision = if allowed { "allow" } else { "deny" };
-        let tier = tier.map_or("unknown", Tier::as_str);
-        let (run, step) = match route {
-            Route::Plan { run, step } => (Some(run.as_str()), Some(step.as_str())),
-            Route::Direct => (None, None),
+    /// The tier of a plan step that needs approval and lacks it (an unknown tier counts
+    /// as destructive).
+    fn unapproved(&self, tool: &str, tier: Option<Tier>, route: &Route) -> Option<Tier> {
+        let Route::Plan { step, approval, .. } = route else {
+            return None;
         };
-        tracing::info!(target: "planmux::audit", tool, tier, path = route.name(), decision, run, step, "authorization");
-        let Some((path, file)) = &self.audit else {
+        let tier = tier.unwrap_or(Tier::Destructive);
+        let approved = approval.as_ref().is_some_and(|a| a.covers(step, tool));
+        (self.confirm.covers(tier) && !approved).then_some(tier)
+    }
+
+    /// One decision: a `tracing` event, and a JSON line when an audit log is set.
+    fn record(&self, tool: &str, tier: Option<Tier>, route: &Route, decision: Decision) {
+        let (path, run, step, approved_by) = match (route, decision) {
+            (Route::Plan { step, .. }, Decision::Approved(by)) => {
+                ("approval", None, Some(step.as_str()), Some(by.as_str()))
+            }
+            (
+                Route::Plan {
+                    run,
+                    step,
+                    approval,
+                },
+                _,
+            ) => (
+                "plan",
+                Some(run.as_str()),
+                Some(step.as_str()),
+                approval.as_ref().map(|a| a.by().as_str()),
+            ),
+            (Route::Direct, _) => ("direct", None, None, None),
+        };
+        let decision = match decision {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::Approved(_) => "approved",
+        };
+        let tier = tier.map_or("unknown", Tier::as_str);
+        tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, "authorization");
+        let Some((log, file)) = &self.audit else {
             return;
         };
         let line = serde_json::json!({
@@ -215,8 +365,8 @@ impl Policy {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or_default(),
-            "tool": tool, "tier": tier, "path": route.name(), "decision": decision,
-            "run": run, "step": step,
+            "tool": tool, "tier": tier, "path": path, "decision": decision,
+            "run": run, "step": step, "approved_by": approved_by,
         });
         let mut file = file
             .lock()
@@ -226,7 +376,7 @@ impl Policy {
             None => std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(path)
+                .open(log)
                 .and_then(|mut opened| {
                     writeln!(opened, "{line}")?;
                     *file = Some(opened);
@@ -234,9 +384,18 @@ impl Policy {
                 }),
         };
         if let Err(error) = written {
-            tracing::warn!(%error, path = %path.display(), "cannot append to the audit log");
+            tracing::warn!(%error, path = %log.display(), "cannot append to the audit log");
         }
     }
+}
+
+/// What the audit trail records.
+#[derive(Debug, Clone, Copy)]
+enum Decision {
+    Allow,
+    Deny,
+    /// The user approved a plan step before it ran.
+    Approved(Approver),
 }
 
 #[cfg(test)]
@@ -300,7 +459,7 @@ mod tests {
     fn the_checkpoint_refuses_what_deny_matches() {
         let mut deny = globset::GlobSetBuilder::new();
         deny.add(Glob::new("fs__delete_*").unwrap_or_else(|e| panic!("{e}")));
-        let policy = Policy::new(deny.build().ok(), None);
+        let policy = Policy::new(deny.build().ok(), Confirm::default(), None);
         let route = Route::Direct;
         assert!(
             policy
@@ -323,6 +482,68 @@ mod tests {
         assert_eq!(
             proof.map(|p| p.tool().to_owned()).ok().as_deref(),
             Some("fs__read")
+        );
+    }
+
+    #[test]
+    fn a_plan_step_needs_an_approval_naming_it_when_confirm_covers_its_tier() {
+        let policy = Policy::new(None, Confirm::Write, None);
+        let step = |step: &str, approval: Option<&Approval>| Route::Plan {
+            run: "r1".into(),
+            step: step.into(),
+            approval: approval.cloned().map(Arc::new),
+        };
+        let write = Some(Tier::Write);
+        // Fail closed: no approval, or an unknown tier, is a refusal.
+        assert!(matches!(
+            policy.authorize("fs__write", write, None, &step("w", None)),
+            Err(Denied::NotApproved { .. })
+        ));
+        assert!(matches!(
+            policy.authorize("fs__gone", None, None, &step("w", None)),
+            Err(Denied::NotApproved {
+                tier: Tier::Destructive,
+                ..
+            })
+        ));
+        assert!(
+            policy
+                .authorize("fs__read", Some(Tier::Read), None, &step("r", None))
+                .is_ok()
+        );
+        // Direct calls are the host's to confirm, by name.
+        assert!(
+            policy
+                .authorize("fs__write", write, None, &Route::Direct)
+                .is_ok()
+        );
+        let approval = policy.approve([("w", "fs__write", Tier::Write)], Approver::Token);
+        assert!(
+            policy
+                .authorize("fs__write", write, None, &step("w", Some(&approval)))
+                .is_ok()
+        );
+        // The approval names a step and its tool: another step, or another tool, is not covered.
+        assert!(
+            policy
+                .authorize("fs__write", write, None, &step("other", Some(&approval)))
+                .is_err()
+        );
+        assert!(
+            policy
+                .authorize("fs__delete", write, None, &step("w", Some(&approval)))
+                .is_err()
+        );
+        let relaxed = Policy::new(None, Confirm::Destructive, None);
+        assert!(
+            relaxed
+                .authorize("fs__write", write, None, &step("w", None))
+                .is_ok()
+        );
+        assert!(
+            relaxed
+                .authorize("fs__rm", Some(Tier::Destructive), None, &step("w", None))
+                .is_err()
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Plans run against the downstream servers: where the executor meets the downstreams.
-//! It validates against the live catalog, runs through the downstreams (the executor's
-//! [`Invoker`]), and keeps the records. Used by the MCP server and by `planmux run`.
+//! It validates against the live catalog, works out what needs the user's approval,
+//! runs through the downstreams (the executor's [`Invoker`]) with that approval, and keeps
+//! the records. Used by the MCP server and by `planmux run`.
 //!
 //! The executor and the downstreams know nothing of each other; this module composes
 //! them, so neither depends on the other.
@@ -12,20 +13,26 @@ use tokio_util::sync::CancellationToken;
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
 
+use crate::approval::{Request, Tokens};
 use crate::config::Config;
 use crate::downstream::{DownstreamError, Downstreams};
 use crate::exec::{InvokeError, Invoker, Observer, RunRecord, RunStore, Settings, run};
 use crate::plan::{Limits, PlanIssue, PlannedStep, ValidatedPlan, prepare};
-use crate::policy::Route;
+use crate::policy::{Approval, Approver, Confirm, Route};
 
-/// What became of a plan.
-pub enum Outcome {
-    /// It did not validate; nothing ran.
+/// Why a plan could not be checked. Nothing ran.
+pub enum Unchecked {
+    /// It did not validate.
     Invalid(Vec<PlanIssue>),
-    /// It ran; the record is also kept in the run store.
-    Ran(Arc<RunRecord>),
-    /// Validation did not finish (cancelled, out of time, or it broke); nothing ran.
+    /// Validation did not finish (cancelled, out of time, or it broke).
     Unfinished(String),
+}
+
+/// A plan that validated, and what it needs approved before it runs.
+pub struct Checked {
+    pub plan: ValidatedPlan,
+    /// `None` when no step's tier is covered by `[policy] confirm`.
+    pub approval: Option<Request>,
 }
 
 /// Runs plans against the downstreams.
@@ -36,6 +43,8 @@ pub struct PlanRunner {
     max_output_chars: usize,
     /// The last runs' records.
     pub runs: RunStore,
+    /// Approvals asked for and not yet given.
+    pub tokens: Tokens,
 }
 
 impl PlanRunner {
@@ -49,6 +58,7 @@ impl PlanRunner {
             },
             max_output_chars: config.proxy.max_output_chars,
             runs: RunStore::default(),
+            tokens: Tokens::default(),
         }
     }
 
@@ -58,56 +68,70 @@ impl PlanRunner {
         prepare(arguments, catalog.tool_specs(), &self.limits)
     }
 
-    /// Validates and runs a plan; `cancel` stops it.
+    /// The time limit of a whole plan (also of asking the host to approve one).
+    pub fn plan_timeout(&self) -> std::time::Duration {
+        self.settings.plan_timeout
+    }
+
+    /// The tiers plans need approval for (`[policy] confirm`).
+    pub fn confirm(&self) -> Confirm {
+        self.downstreams.policy().confirm
+    }
+
+    /// Validates a plan and works out what it needs approved; `cancel` stops it.
     ///
     /// Validation runs on a blocking thread, within the plan time limit: a heavy plan (or
     /// a hostile tool schema) never holds up other calls, the plan's own cancellation or
     /// a signal, which all live on the I/O thread.
-    pub async fn execute(
+    pub async fn check(
         &self,
         arguments: Value,
-        observer: &dyn Observer,
-        cancel: CancellationToken,
-    ) -> Outcome {
+        cancel: &CancellationToken,
+    ) -> Result<Checked, Unchecked> {
         // Validation needs the whole catalog: wait for the servers' first start.
         self.downstreams.started().await;
         let catalog = self.downstreams.catalog();
         let limits = self.limits.clone();
-        let checking =
-            tokio::task::spawn_blocking(move || prepare(&arguments, catalog.tool_specs(), &limits));
+        let confirm = self.confirm();
+        let checking = tokio::task::spawn_blocking(move || {
+            let plan = prepare(&arguments, catalog.tool_specs(), &limits)?;
+            let approval = Request::for_plan(&plan, &arguments, confirm);
+            Ok(Checked { plan, approval })
+        });
         let limit = self.settings.plan_timeout;
         let checked = tokio::select! {
             checked = tokio::time::timeout(limit, checking) => checked,
-            () = cancel.cancelled() => return Outcome::Unfinished("the plan was cancelled while it was being validated".into()),
+            () = cancel.cancelled() => return Err(Unchecked::Unfinished("the plan was cancelled while it was being validated".into())),
         };
         match checked {
-            Err(_) => Outcome::Unfinished(format!(
+            Err(_) => Err(Unchecked::Unfinished(format!(
                 "validating the plan took longer than {} ms",
                 limit.as_millis()
-            )),
-            Ok(Err(broke)) => Outcome::Unfinished(format!("validating the plan failed: {broke}")),
-            Ok(Ok(Err(issues))) => Outcome::Invalid(issues),
-            Ok(Ok(Ok(plan))) => Outcome::Ran(self.run(&plan, observer, cancel).await),
+            ))),
+            Ok(Err(broke)) => Err(Unchecked::Unfinished(format!(
+                "validating the plan failed: {broke}"
+            ))),
+            Ok(Ok(Err(issues))) => Err(Unchecked::Invalid(issues)),
+            Ok(Ok(Ok(checked))) => Ok(checked),
         }
     }
 
-    /// Runs a validated plan and keeps its record.
+    /// The user said yes to `request`: the approval a run carries to the checkpoint.
+    pub fn approve(&self, request: &Request, by: Approver) -> Arc<Approval> {
+        Arc::new(request.approve(self.downstreams.policy(), by))
+    }
+
+    /// Runs a validated plan and keeps its record. Steps that need approval are refused
+    /// at the checkpoint unless `approval` names them.
     pub async fn run(
         &self,
         plan: &ValidatedPlan,
+        approval: Option<Arc<Approval>>,
         observer: &dyn Observer,
         cancel: CancellationToken,
     ) -> Arc<RunRecord> {
-        let record = Arc::new(
-            run(
-                plan,
-                self.downstreams.clone(),
-                &self.settings,
-                observer,
-                cancel,
-            )
-            .await,
-        );
+        let calls = Arc::new(PlanCalls::new(self.downstreams.clone(), approval));
+        let record = Arc::new(run(plan, calls, &self.settings, observer, cancel).await);
         self.runs.insert(record.clone());
         record
     }
@@ -133,8 +157,24 @@ impl PlanRunner {
     }
 }
 
-/// Plans call tools through the downstreams, by exported name.
-impl Invoker for Downstreams {
+/// How one run's steps call their tools: through the downstreams, by exported name, each
+/// call past the checkpoint with the run's approval.
+pub struct PlanCalls {
+    downstreams: Arc<Downstreams>,
+    approval: Option<Arc<Approval>>,
+}
+
+impl PlanCalls {
+    /// Calls through `downstreams` for a run the user approved with `approval` (if any).
+    pub fn new(downstreams: Arc<Downstreams>, approval: Option<Arc<Approval>>) -> Self {
+        Self {
+            downstreams,
+            approval,
+        }
+    }
+}
+
+impl Invoker for PlanCalls {
     async fn invoke(
         &self,
         run: &str,
@@ -145,8 +185,10 @@ impl Invoker for Downstreams {
         let route = Route::Plan {
             run: run.to_owned(),
             step: step.id.to_string(),
+            approval: self.approval.clone(),
         };
         let proof = self
+            .downstreams
             .authorize(&step.exported, &route)
             .await
             .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
@@ -161,7 +203,11 @@ impl Invoker for Downstreams {
                 )));
             }
         };
-        match self.call_tool(params, &proof, None, &cancel).await {
+        match self
+            .downstreams
+            .call_tool(params, &proof, None, &cancel)
+            .await
+        {
             Ok(CallToolResponse::Complete(result)) => {
                 serde_json::to_value(result).map_err(|e| InvokeError::Rejected(e.to_string()))
             }

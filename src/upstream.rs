@@ -1,5 +1,7 @@
 //! The MCP server the host talks to: the merged catalog in `tools/list`, each `tools/call`
-//! forwarded to its downstream. This is the one place that builds MCP errors.
+//! forwarded to its downstream, `execute_plan` with its approval (elicitation, the
+//! host's input-required retry, or `approve_plan`). This is the one place that builds MCP
+//! errors.
 
 // Logging is deprecated by SEP-2577, but hosts still show relayed log messages.
 #![allow(deprecated)]
@@ -7,30 +9,37 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    Implementation, InputRequest, InputRequests, InputRequiredResult, InputResponses, JsonObject,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
-    ToolAnnotations,
+    ResultType, ServerCapabilities, ServerConfig, ServerRequest, SetLevelRequestParams,
+    SubscriptionFilter, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{Channel, Request};
 use crate::downstream::{DownstreamError, Downstreams, HostLink, ProgressSink};
 use crate::exec::{Observer, StepRecord, StepStatus, is_error, result_schema};
 use crate::plan::{
-    EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, execute_plan_input_schema, render_issues,
+    EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, ValidatedPlan, execute_plan_input_schema,
+    render_issues,
 };
-use crate::policy::Route;
-use crate::runner::{Outcome, PlanRunner};
+use crate::policy::{Approval, Approver, Confirm, Route, Tier};
+use crate::runner::{PlanRunner, Unchecked};
 
 /// Longest error text a tool result carries: room for every plan issue reported, a cap
 /// for anything quoted from outside.
 const MAX_ERROR_CHARS: usize = 16_000;
+
+/// The tool that runs a plan the user approved through the model (DESIGN.md §5).
+pub const APPROVE_PLAN_TOOL: &str = "approve_plan";
 
 /// Run records are resources under this prefix: `planmux://runs/{run_id}`.
 const RUNS_URI: &str = "planmux://runs/";
@@ -61,38 +70,265 @@ impl Upstream {
         }
     }
 
-    /// The `execute_plan` tool definition.
-    fn execute_plan_tool() -> Tool {
+    /// The `execute_plan` tool definition. Its hints are honest about what a plan can
+    /// reach: read-only when every tool is, destructive when any tool is.
+    fn execute_plan_tool(&self) -> Tool {
+        let catalog = self.downstreams.catalog();
+        let most = catalog.tool_specs().iter().map(|t| t.tier).max();
+        let confirm = self.runner.confirm();
+        let description = if confirm == Confirm::None {
+            EXECUTE_PLAN_DESCRIPTION.to_owned()
+        } else {
+            format!("{EXECUTE_PLAN_DESCRIPTION}\n\n{APPROVAL_NOTE}")
+        };
         Tool::new(
             EXECUTE_PLAN_TOOL,
-            EXECUTE_PLAN_DESCRIPTION,
+            description,
             Arc::new(as_object(execute_plan_input_schema())),
         )
         .with_raw_output_schema(Arc::new(as_object(result_schema())))
-        .with_annotations(ToolAnnotations::new().open_world(true))
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(most.is_none_or(|t| t == Tier::Read))
+                .destructive(most == Some(Tier::Destructive))
+                .open_world(true),
+        )
     }
 
-    /// Runs a plan: issues as an `isError` result, otherwise the lean result.
+    /// The `approve_plan` tool definition: destructive, so that hosts ask their user.
+    fn approve_plan_tool() -> Tool {
+        Tool::new(
+            APPROVE_PLAN_TOOL,
+            "Runs a plan that execute_plan answered with status \"needs_approval\": pass its \
+             approval.token and repeat approval.steps exactly. Your user sees these steps when \
+             asked to allow this call. The token runs its plan once and expires after 10 minutes.",
+            Arc::new(as_object(json!({
+                "type": "object",
+                "properties": {
+                    "token": {"type": "string", "description": "approval.token from execute_plan's result"},
+                    "steps": {
+                        "type": "array",
+                        "description": "approval.steps from execute_plan's result, unchanged: each step's id, tool, tier and arguments as written",
+                        "items": {"type": "object"}
+                    }
+                },
+                "required": ["token", "steps"]
+            }))),
+        )
+        .with_raw_output_schema(Arc::new(as_object(result_schema())))
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(true),
+        )
+    }
+
+    /// `execute_plan`: validates, asks for approval when a step needs it, runs.
     async fn execute_plan(
         &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let cancel = self.shutdown.child_token();
+        let checked = match self.runner.check(arguments.clone(), &cancel).await {
+            Ok(checked) => checked,
+            Err(why) => return unchecked(why),
+        };
+        let approval = match checked.approval {
+            None => None,
+            Some(asked) => {
+                let answer = Answer {
+                    responses: request.input_responses,
+                    state: request.request_state,
+                };
+                match self.ask(asked, arguments, answer, context).await {
+                    Ok(approval) => Some(approval),
+                    Err(Instead(response)) => return *response,
+                }
+            }
+        };
+        self.run(&checked.plan, approval, context, cancel).await
+    }
+
+    /// `approve_plan`: runs the plan a token stands for, once.
+    async fn approve_plan(
+        &self,
         arguments: Option<JsonObject>,
-        context: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        let arguments = Value::Object(arguments.unwrap_or_default());
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let arguments = arguments.unwrap_or_default();
+        let Some(token) = arguments.get("token").and_then(Value::as_str) else {
+            return tool_error(
+                "approve_plan needs \"token\": the approval.token of execute_plan's needs_approval result; nothing ran".into(),
+            )
+            .into();
+        };
+        let steps = arguments.get("steps").cloned().unwrap_or(Value::Null);
+        let (asked, plan) = match self.runner.tokens.redeem_steps(token, &steps) {
+            Ok(found) => found,
+            Err(refused) => return tool_error(format!("{refused}; nothing ran")).into(),
+        };
+        let cancel = self.shutdown.child_token();
+        let checked = match self.runner.check(plan, &cancel).await {
+            Ok(checked) => checked,
+            Err(why) => return unchecked(why),
+        };
+        // The catalog may have changed since approval was asked for (tiers, tools): what
+        // needs approval now must be exactly what the user saw.
+        if checked
+            .approval
+            .as_ref()
+            .is_some_and(|now| now.steps != asked.steps)
+        {
+            return tool_error(
+                "the tools this plan calls changed since approval was asked for; nothing ran. \
+                 Send the plan to execute_plan again"
+                    .into(),
+            )
+            .into();
+        }
+        let approval = self.runner.approve(&asked, Approver::Token);
+        self.run(&checked.plan, Some(approval), context, cancel)
+            .await
+    }
+
+    /// Gets the user's yes to `asked`, or the answer to return instead: an elicitation for
+    /// a host that can show one (for a 2026-07-28 host, an input-required result, and its
+    /// retry carries the answer), a `needs_approval` result for any other.
+    async fn ask(
+        &self,
+        asked: Request,
+        arguments: Value,
+        answer: Answer,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Approval>, Instead> {
+        if let Some(state) = answer.state {
+            let approved = self
+                .runner
+                .tokens
+                .redeem_digest(&state, &asked.digest)
+                .map_err(|refused| tool_error(format!("{refused}; nothing ran")))?;
+            if approved.steps != asked.steps {
+                return Err(tool_error(
+                    "the tools this plan calls changed while the user was asked; nothing ran"
+                        .into(),
+                )
+                .into());
+            }
+            let reply = answer
+                .responses
+                .and_then(|mut responses| responses.remove(APPROVAL_KEY))
+                .and_then(|reply| serde_json::from_value::<ElicitResult>(reply).ok());
+            return match reply {
+                Some(reply) => self.decided(&asked, reply.action),
+                None => Err(tool_error(format!(
+                    "the host's retry carried no answer to the approval request '{APPROVAL_KEY}'; nothing ran"
+                ))
+                .into()),
+            };
+        }
+        if form_elicitation(context) {
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: asked.message(),
+                requested_schema: ElicitationSchema::new(Default::default()),
+            };
+            if context
+                .protocol_version()
+                .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+            {
+                let token = self
+                    .runner
+                    .tokens
+                    .issue(asked, Value::Null, Channel::Host)
+                    .map_err(|e| tool_error(format!("{e}; nothing ran")))?;
+                let request = InputRequest::Elicitation(ElicitRequest::new(params));
+                let requests = InputRequests::from([(APPROVAL_KEY.to_owned(), request)]);
+                return Err(InputRequiredResult::new(Some(requests), Some(token)).into());
+            }
+            let limit = self.runner.plan_timeout();
+            let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+            let sent = tokio::select! {
+                sent = tokio::time::timeout(limit, context.peer.send_request(request)) => sent,
+                () = context.ct.cancelled() => {
+                    return Err(tool_error("the plan was cancelled while its approval was asked for; nothing ran".into()).into());
+                }
+            };
+            match sent {
+                Ok(Ok(ClientResult::ElicitResult(reply))) => {
+                    return self.decided(&asked, reply.action);
+                }
+                Err(_) => {
+                    return Err(tool_error(format!(
+                        "the host did not answer the approval request within {} ms; nothing ran",
+                        limit.as_millis()
+                    ))
+                    .into());
+                }
+                Ok(other) => {
+                    // The host said it could, then could not: the model can still ask.
+                    tracing::warn!(answer = ?other.err(), "the host could not show the approval request; answering needs_approval");
+                }
+            }
+        }
+        let expires_in_s = self.runner.tokens.ttl().as_secs();
+        let token = self
+            .runner
+            .tokens
+            .issue(asked.clone(), arguments, Channel::Model)
+            .map_err(|e| tool_error(format!("{e}; nothing ran")))?;
+        Err(needs_approval(&asked, &token, expires_in_s).into())
+    }
+
+    /// The user's answer: accepted, or the declined result.
+    fn decided(
+        &self,
+        asked: &Request,
+        action: ElicitationAction,
+    ) -> Result<Arc<Approval>, Instead> {
+        match action {
+            ElicitationAction::Accept => Ok(self.runner.approve(asked, Approver::Host)),
+            // Decline, cancel, and anything a later protocol adds: not a yes.
+            _ => {
+                let how = if action == ElicitationAction::Cancel {
+                    "cancelled"
+                } else {
+                    "declined"
+                };
+                tracing::info!(target: "planmux::audit", how, steps = asked.steps.len(), "the user did not approve the plan");
+                Err(tool_error(format!(
+                    "the user {how} the plan's approval; nothing ran ({} step(s) needed it)",
+                    asked.steps.len()
+                ))
+                .into())
+            }
+        }
+    }
+
+    /// Runs a validated plan, relaying progress and cancellation, and answers its result.
+    async fn run(
+        &self,
+        plan: &ValidatedPlan,
+        approval: Option<Arc<Approval>>,
+        context: &RequestContext<RoleServer>,
+        cancel: CancellationToken,
+    ) -> CallToolResponse {
         let progress = context
             .meta
             .get_progress_token()
             .map(|token| ProgressRelay::start(context.peer.clone(), token));
-        let cancel = self.shutdown.child_token();
         let observer: &dyn Observer = match &progress {
             Some(relay) => relay,
             None => &crate::exec::Quiet,
         };
-        let outcome = {
-            let run = self.runner.execute(arguments, observer, cancel.clone());
+        let record = {
+            let run = self.runner.run(plan, approval, observer, cancel.clone());
             tokio::pin!(run);
             tokio::select! {
-                outcome = &mut run => outcome,
+                record = &mut run => record,
                 () = context.ct.cancelled() => {
                     cancel.cancel();
                     run.await
@@ -102,19 +338,78 @@ impl Upstream {
         if let Some(relay) = progress {
             relay.finish().await;
         }
-        match outcome {
-            Outcome::Invalid(issues) => tool_error(render_issues(&issues)),
-            Outcome::Unfinished(why) => tool_error(why),
-            Outcome::Ran(record) => {
-                let failed = is_error(&record);
-                let (result, text) = self.runner.answer(record).await;
-                let mut answer = CallToolResult::structured(result);
-                answer.content = vec![ContentBlock::text(text)];
-                answer.is_error = Some(failed);
-                answer
-            }
-        }
+        let failed = is_error(&record);
+        let (result, text) = self.runner.answer(record).await;
+        let mut answer = CallToolResult::structured(result);
+        answer.content = vec![ContentBlock::text(text)];
+        answer.is_error = Some(failed);
+        answer.into()
     }
+}
+
+/// A plan that could not be checked, as the model reads it.
+fn unchecked(why: Unchecked) -> CallToolResponse {
+    match why {
+        Unchecked::Invalid(issues) => tool_error(render_issues(&issues)).into(),
+        Unchecked::Unfinished(why) => tool_error(why).into(),
+    }
+}
+
+/// The key of planmux's approval request among a 2026-07-28 host's input requests.
+const APPROVAL_KEY: &str = "planmux_approval";
+
+/// What `execute_plan`'s description adds when plans may need approval.
+const APPROVAL_NOTE: &str = "Before a plan that calls a write or destructive tool runs, your user approves it: \
+    either planmux asks them directly, or the result has status \"needs_approval\" with \
+    approval.token and approval.steps; then call approve_plan with both, unchanged.";
+
+/// The answer to give instead of running the plan (declined, unanswered, needs_approval,
+/// input required).
+struct Instead(Box<CallToolResponse>);
+
+impl<T: Into<CallToolResponse>> From<T> for Instead {
+    fn from(response: T) -> Self {
+        Self(Box::new(response.into()))
+    }
+}
+
+/// A 2026-07-28 host's retry of an input-required call.
+struct Answer {
+    responses: Option<InputResponses>,
+    state: Option<String>,
+}
+
+/// Whether the host can show a form-mode elicitation (an empty elicitation capability
+/// means form, for hosts older than modes).
+fn form_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .and_then(|caps| caps.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+/// The `needs_approval` result: not an error; the model relays the token.
+fn needs_approval(asked: &Request, token: &str, expires_in_s: u64) -> CallToolResult {
+    let approval = json!({
+        "token": token,
+        "expires_in_s": expires_in_s,
+        "steps": asked.steps,
+    });
+    let text = format!(
+        "{}\n\nNothing ran. To run it, call approve_plan with {{\"token\": \"{token}\", \"steps\": <approval.steps, unchanged>}}; \
+         your user is asked to allow that call. approval.steps:\n{}",
+        asked.message(),
+        serde_json::to_string(&asked.steps).unwrap_or_default()
+    );
+    let mut result = CallToolResult::structured(json!({
+        "status": "needs_approval",
+        "approval": approval,
+    }));
+    result.content = vec![ContentBlock::text(
+        crate::text::clip(&text, MAX_ERROR_CHARS).into_owned(),
+    )];
+    result.is_error = Some(false);
+    result
 }
 
 fn as_object(value: Value) -> JsonObject {
@@ -227,13 +522,19 @@ impl ServerHandler for Upstream {
         self.downstreams.started().await;
         let catalog = self.downstreams.catalog();
         let mut tools: Vec<Tool> = catalog.definitions().cloned().collect();
-        tools.push(Self::execute_plan_tool());
+        tools.push(self.execute_plan_tool());
+        if self.runner.confirm() != Confirm::None {
+            tools.push(Self::approve_plan_tool());
+        }
         Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         if name == EXECUTE_PLAN_TOOL {
-            return Some(Self::execute_plan_tool());
+            return Some(self.execute_plan_tool());
+        }
+        if name == APPROVE_PLAN_TOOL && self.runner.confirm() != Confirm::None {
+            return Some(Self::approve_plan_tool());
         }
         self.downstreams
             .catalog()
@@ -323,7 +624,10 @@ impl ServerHandler for Upstream {
             self.host.set(context.peer.clone());
         }
         if request.name == EXECUTE_PLAN_TOOL {
-            return Ok(self.execute_plan(request.arguments, context).await.into());
+            return Ok(self.execute_plan(request, &context).await);
+        }
+        if request.name == APPROVE_PLAN_TOOL && self.runner.confirm() != Confirm::None {
+            return Ok(self.approve_plan(request.arguments, &context).await);
         }
         let progress = context.meta.get_progress_token().map(|token| ProgressSink {
             peer: context.peer.clone(),

@@ -27,11 +27,15 @@ async fn passthrough_is_faithful() -> R {
     // tools/list: the same definitions, renamed.
     let mut proxied = proxy.client.list_all_tools().await?;
     let original = downstream.list_all_tools().await?;
-    let plan_tool = proxied.pop().map(|t| t.name.to_string());
+    let own: Vec<String> = proxied
+        .split_off(original.len())
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
     assert_eq!(
-        plan_tool.as_deref(),
-        Some("execute_plan"),
-        "execute_plan is listed last"
+        own,
+        ["execute_plan", "approve_plan"],
+        "planmux's own tools are listed last"
     );
     assert_eq!(proxied.len(), original.len());
     for tool in &original {
@@ -269,11 +273,9 @@ async fn a_broken_server_does_not_stop_the_others() -> R {
     let proxy = start(&config).await?;
     let tools = proxy.client.list_all_tools().await?;
     assert!(tools.iter().any(|t| t.name == "chaos__echo"));
-    assert!(
-        tools
-            .iter()
-            .all(|t| t.name.starts_with("chaos__") || t.name == "execute_plan")
-    );
+    assert!(tools.iter().all(|t| t.name.starts_with("chaos__")
+        || t.name == "execute_plan"
+        || t.name == "approve_plan"));
 
     // `planmux check` reports each failure and exits non-zero.
     let out = Command::new(common::bin())

@@ -1,24 +1,26 @@
 //! Every plan in examples/plans runs against the built-in demo servers (the repository's
-//! default servers.toml), through `planmux run`, with the outcome it documents.
+//! default servers.toml), through `planmux run`, with the outcome it documents. Plans
+//! that write need approval: without a terminal or `--yes` they exit 5 and nothing runs.
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-/// (file, expected status, exit code). Every file in the folder must be listed.
-const EXPECTED: &[(&str, &str, i32)] = &[
-    ("chained-report.json", "succeeded", 0),
-    ("cpu-check-declarative.json", "succeeded", 0),
-    ("cpu-check.json", "succeeded", 0),
-    ("diamond.json", "succeeded", 0),
-    ("fail-forward.json", "partial", 2),
-    ("fan-out.json", "succeeded", 0),
-    ("hot-hours.json", "succeeded", 0),
-    ("race.json", "succeeded", 0),
-    ("state-slots.json", "succeeded", 0),
-    ("weather-compare.json", "succeeded", 0),
-    ("weather-to-file.json", "succeeded", 0),
+/// (file, expected status, exit code, whether it writes and so needs `--yes`). Every file
+/// in the folder must be listed.
+const EXPECTED: &[(&str, &str, i32, bool)] = &[
+    ("chained-report.json", "succeeded", 0, true),
+    ("cpu-check-declarative.json", "succeeded", 0, false),
+    ("cpu-check.json", "succeeded", 0, false),
+    ("diamond.json", "succeeded", 0, false),
+    ("fail-forward.json", "partial", 2, false),
+    ("fan-out.json", "succeeded", 0, false),
+    ("hot-hours.json", "succeeded", 0, false),
+    ("race.json", "succeeded", 0, false),
+    ("state-slots.json", "succeeded", 0, true),
+    ("weather-compare.json", "succeeded", 0, false),
+    ("weather-to-file.json", "succeeded", 0, true),
 ];
 
 #[test]
@@ -29,7 +31,7 @@ fn every_example_plan_runs_as_documented() -> anyhow::Result<()> {
         .filter(|name| name.ends_with(".json"))
         .collect();
     files.sort();
-    let listed: Vec<&str> = EXPECTED.iter().map(|(f, _, _)| *f).collect();
+    let listed: Vec<&str> = EXPECTED.iter().map(|(f, _, _, _)| *f).collect();
     assert_eq!(
         files, listed,
         "list every example here with its expected outcome"
@@ -37,18 +39,40 @@ fn every_example_plan_runs_as_documented() -> anyhow::Result<()> {
     let sandbox = tempfile::tempdir()?;
     let config = sandbox.path().join("servers.toml");
     std::fs::copy(root.join("servers.toml"), &config)?;
-    for (file, status, code) in EXPECTED {
-        let out = Command::new(env!("CARGO_BIN_EXE_planmux"))
-            .args(["run", "--quiet", "--config"])
-            .arg(&config)
+    let run = |file: &str, yes: bool| -> anyhow::Result<(Value, Option<i32>)> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_planmux"));
+        command.args(["run", "--quiet", "--config"]).arg(&config);
+        if yes {
+            command.arg("--yes");
+        }
+        // stdin is no terminal: planmux cannot ask, and exits 5 unless --yes.
+        let out = command
             .arg(root.join("examples/plans").join(file))
+            .stdin(std::process::Stdio::null())
             .output()?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         let result: Value = serde_json::from_slice(&out.stdout)
             .map_err(|e| anyhow::anyhow!("{file}: stdout is not JSON ({e}); stderr: {stderr}"))?;
+        Ok((result, out.status.code()))
+    };
+    let written = sandbox.path().join("sandbox/documents/weather.txt");
+    for (file, status, code, writes) in EXPECTED {
+        if *writes {
+            let (result, exit) = run(file, false)?;
+            assert_eq!(result["status"], "needs_approval", "{file}: {result:#}");
+            assert_eq!(exit, Some(5), "{file}");
+            let steps = result["steps"].as_array().map_or(0, Vec::len);
+            assert!(steps > 0, "{file}: no step listed for approval: {result:#}");
+            assert!(!written.exists(), "{file}: something ran without approval");
+        }
+        let (result, exit) = run(file, *writes)?;
         assert_eq!(result["status"], *status, "{file}: {result:#}");
-        assert_eq!(out.status.code(), Some(*code), "{file}");
+        assert_eq!(exit, Some(*code), "{file}");
     }
+    assert!(
+        written.is_file(),
+        "weather-to-file wrote nothing with --yes"
+    );
     // The hot-hours example returned its two selections, not the week of readings.
     let out = Command::new(env!("CARGO_BIN_EXE_planmux"))
         .args(["run", "--quiet", "--config"])
@@ -91,7 +115,7 @@ fn validate_prints_the_schedule_and_rejects_bad_plans() -> anyhow::Result<()> {
     assert_eq!(ok.status.code(), Some(0), "{text}");
     assert!(text.contains("5 steps, 4 levels"), "{text}");
     // Every example (one per seed dialect among them) validates against the demo catalog.
-    for (file, _, _) in EXPECTED {
+    for (file, _, _, _) in EXPECTED {
         let out = Command::new(planmux)
             .arg("validate")
             .arg("--config")

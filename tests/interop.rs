@@ -31,6 +31,8 @@ type R = anyhow::Result<()>;
 
 /// planmux's own tool, listed beside the re-exported ones (DESIGN.md §3).
 const PLAN_TOOL: &str = "execute_plan";
+/// planmux's own tools, listed after the downstream ones.
+const OWN_TOOLS: [&str; 2] = [PLAN_TOOL, "approve_plan"];
 
 // ---------------------------------------------------------------------------------------
 // The Python SDK as the host
@@ -47,7 +49,8 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
         &config,
         format!(
             "[servers.metrics]\nbuiltin = \"metrics\"\n\n[servers.weather]\nbuiltin = \"weather\"\n\n\
-             [servers.chaos]\nbuiltin = \"chaos\"\n\n{stdio_child}"
+             [servers.chaos]\nbuiltin = \"chaos\"\n\n\
+             [servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n\n{stdio_child}"
         ),
     )?;
     let wire = dir.path().join(format!("wire-{mode}.log"));
@@ -64,6 +67,8 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
         ])
         .arg("--config")
         .arg(&config)
+        .arg("--sandbox")
+        .arg(dir.path().join("sandbox"))
         .args(["--expect-protocol", expect_protocol])
         .arg("--wire-log")
         .arg(&wire)
@@ -109,6 +114,20 @@ fn check_python_summary(summary: &Value, mode: &str, protocol: &str) {
         json!({"via": "chaos2"}),
         "{mode}"
     );
+    // Plan approval: accepted, declined, and the token path, all in this mode.
+    let approval = &summary["approval"];
+    for case in ["accept", "decline", "needs_approval", "approve_plan"] {
+        assert!(
+            approval[case].is_object(),
+            "{mode}: no approval case {case}"
+        );
+    }
+    let asked_with = if protocol == "2026-07-28" {
+        json!(["input_required"])
+    } else {
+        json!(["elicitation/create"])
+    };
+    assert_eq!(approval["asked_with"], asked_with, "{mode}: {approval:#}");
     // What each era requires of a tool result on the wire.
     let result_type = calls["chaos__echo"].get("resultType").cloned();
     if protocol == "2026-07-28" {
@@ -171,8 +190,8 @@ async fn tool_maps(
             Some(bare) => {
                 via.insert(bare.to_string(), without_name(&tool));
             }
-            // planmux's own meta-tool is listed beside the re-exported ones.
-            None if tool.name == PLAN_TOOL => {}
+            // planmux's own tools are listed beside the re-exported ones.
+            None if OWN_TOOLS.contains(&&*tool.name) => {}
             None => others.push(tool.name.to_string()),
         }
     }
@@ -816,7 +835,7 @@ async fn include_and_exclude_filter_a_real_servers_tools() -> R {
             .await?
             .iter()
             .map(|t| t.name.to_string())
-            .filter(|name| name != PLAN_TOOL)
+            .filter(|name| !OWN_TOOLS.contains(&name.as_str()))
             .collect();
         got.sort();
         if got == expected || Instant::now() > deadline {

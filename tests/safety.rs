@@ -112,7 +112,13 @@ async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
         {"id": "e", "tool": "chaos__echo", "args": {"b": 2}},
         {"id": "s", "tool": "chaos__sleep", "args": {"ms": 1}}
     ]});
-    let ran = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    // echo is a write tool here: the plan needs approval, relayed through approve_plan.
+    let asked = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    let approval = json(&asked)["structuredContent"]["approval"].clone();
+    let ran = proxy
+        .client
+        .call_tool(call("approve_plan", approval.clone()))
+        .await?;
     let run_id = json(&ran)["structuredContent"]["run_id"]
         .as_str()
         .unwrap_or_default()
@@ -146,6 +152,32 @@ async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
     assert_eq!(
         (direct["decision"].as_str(), direct["tier"].as_str()),
         (Some("allow"), Some("write")),
+        "{audit}"
+    );
+    let approved = entries
+        .iter()
+        .find(|e| e["tool"] == "chaos__echo" && e["decision"] == "approved")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        (approved["step"].as_str(), approved["approved_by"].as_str()),
+        (Some("e"), Some("token")),
+        "{audit}"
+    );
+    let echo_step = find("chaos__echo", "plan");
+    assert_eq!(
+        (
+            echo_step["decision"].as_str(),
+            echo_step["tier"].as_str(),
+            echo_step["run"].as_str(),
+            echo_step["approved_by"].as_str()
+        ),
+        (
+            Some("allow"),
+            Some("write"),
+            Some(run_id.as_str()),
+            Some("token")
+        ),
         "{audit}"
     );
     let step = find("chaos__sleep", "plan");
@@ -187,9 +219,10 @@ async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
     };
     assert_eq!(tier_of("chaos__echo").as_deref(), Some("write"), "{table}");
     assert_eq!(tier_of("chaos__sleep").as_deref(), Some("read"), "{table}");
+    assert_eq!(tier_of("chaos__pid").as_deref(), Some("read"), "{table}");
     assert_eq!(
-        tier_of("chaos__pid").as_deref(),
-        Some("destructive"),
+        tier_of("chaos__ask_host").as_deref(),
+        Some("read"),
         "{table}"
     );
     assert_eq!(tier_of("chaos__fail"), None, "{table}");

@@ -13,7 +13,8 @@ use anyhow::{Context, anyhow, bail, ensure};
 use planmux::downstream::Downstreams;
 use planmux::exec::{Quiet, RunRecord, RunStatus};
 use planmux::plan::{StepId, ValidatedPlan, output_value, render_issues, schedule};
-use planmux::runner::{Outcome, PlanRunner};
+use planmux::policy::Approver;
+use planmux::runner::{PlanRunner, Unchecked};
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -79,16 +80,20 @@ pub async fn replay(
     })
 }
 
-/// Runs the plan as `execute_plan` would; anything short of full success is an error.
+/// Runs the plan as `execute_plan` would, approved up front (a host asks its user either
+/// way, direct calls included); anything short of full success is an error.
 async fn run_plan(scenario: &Scenario, runner: &PlanRunner) -> anyhow::Result<Arc<RunRecord>> {
-    let record = match runner
-        .execute(scenario.plan.clone(), &Quiet, CancellationToken::new())
-        .await
-    {
-        Outcome::Ran(record) => record,
-        Outcome::Invalid(issues) => bail!("invalid plan:\n{}", render_issues(&issues)),
-        Outcome::Unfinished(why) => bail!("{why}"),
+    let cancel = CancellationToken::new();
+    let checked = match runner.check(scenario.plan.clone(), &cancel).await {
+        Ok(checked) => checked,
+        Err(Unchecked::Invalid(issues)) => bail!("invalid plan:\n{}", render_issues(&issues)),
+        Err(Unchecked::Unfinished(why)) => bail!("{why}"),
     };
+    let approval = checked
+        .approval
+        .as_ref()
+        .map(|asked| runner.approve(asked, Approver::Flag));
+    let record = runner.run(&checked.plan, approval, &Quiet, cancel).await;
     for step in &record.steps {
         let warnings: Vec<String> = step.warnings.iter().map(ToString::to_string).collect();
         ensure!(

@@ -23,7 +23,7 @@ const PROXY_KEYS: &[&str] = &[
     "max_nesting",
     "audit_log",
 ];
-const POLICY_KEYS: &[&str] = &["deny"];
+const POLICY_KEYS: &[&str] = &["confirm", "deny"];
 const SERVER_KEYS: &[&str] = &[
     "command",
     "args",
@@ -237,6 +237,13 @@ impl Cx<'_> {
         }
         Ok(PolicyConfig {
             deny: self.globs(s, "deny", table.get("deny"))?,
+            confirm: match table.get("confirm") {
+                Some(value) => self
+                    .string(s, "confirm", value)?
+                    .parse()
+                    .map_err(|e| self.key_error(s, "confirm", e))?,
+                None => crate::policy::Confirm::default(),
+            },
         })
     }
 

@@ -81,6 +81,10 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [policy]: key 'deny': bad glob '[': unclosed character class; missing ']'",
         ),
         (
+            "[policy]\nconfirm = \"always\"",
+            "servers.toml: [policy]: key 'confirm': unknown value 'always' (one of: write, destructive, none)",
+        ),
+        (
             "[policy]\ndenny = []",
             "servers.toml: [policy]: key 'denny': unknown key (did you mean 'deny'?)",
         ),

@@ -40,7 +40,8 @@ pub(super) fn tools(extra: bool) -> Vec<Tool> {
             "fail",
             "Fail with the given message (a tool result with isError: true).",
             json!({"type": "object", "properties": {"message": {"type": "string"}}}),
-        ),
+        )
+        .with_annotations(ToolAnnotations::new().read_only(true)),
         tool(
             "echo",
             "Return the arguments as they came: as text, as structuredContent and in _meta.",
@@ -58,25 +59,28 @@ pub(super) fn tools(extra: bool) -> Vec<Tool> {
             "How many calls this server instance has had (this one included), and how many were cancelled.",
             json!({"type": "object", "properties": {}}),
         )
-        .with_output_schema_value(json!({"type": "object", "properties": {"calls": {"type": "integer"}, "cancelled": {"type": "integer"}}, "required": ["calls", "cancelled"]})),
+        .with_output_schema_value(json!({"type": "object", "properties": {"calls": {"type": "integer"}, "cancelled": {"type": "integer"}}, "required": ["calls", "cancelled"]}))
+        .with_annotations(ToolAnnotations::new().read_only(true)),
         tool("pid", "This server's process id.", json!({"type": "object", "properties": {}}))
-            .with_output_schema_value(json!({"type": "object", "properties": {"pid": {"type": "integer"}}, "required": ["pid"]})),
+            .with_output_schema_value(json!({"type": "object", "properties": {"pid": {"type": "integer"}}, "required": ["pid"]}))
+            .with_annotations(ToolAnnotations::new().read_only(true).idempotent(true)),
         tool(
             "toggle_extra",
             "Add or remove the tool 'extra' and send notifications/tools/list_changed.",
             json!({"type": "object", "properties": {}}),
-        ),
+        )
+        .with_annotations(ToolAnnotations::new().destructive(false)),
     ];
     tools.push(tool(
         "ask_host",
         "Send the client a request and return its answer: kind = sampling, elicitation or roots.",
         json!({"type": "object", "properties": {"kind": {"type": "string", "enum": ["sampling", "elicitation", "roots"]}}, "required": ["kind"]}),
-    ));
+    ).with_annotations(ToolAnnotations::new().read_only(true)));
     tools.push(tool(
         "log",
         "Send the client a notifications/message log message with the given text (level: debug … emergency, default info).",
         json!({"type": "object", "properties": {"message": {"type": "string"}, "level": {"type": "string"}}, "required": ["message"]}),
-    ));
+    ).with_annotations(ToolAnnotations::new().read_only(true)));
     if extra {
         tools.push(tool(
             "extra",

@@ -140,7 +140,11 @@ impl Downstreams {
             catalog: RwLock::default(),
             separator: config.proxy.separator.clone(),
             host,
-            policy: Policy::new(config.policy.deny.clone(), config.proxy.audit_log.clone()),
+            policy: Policy::new(
+                config.policy.deny.clone(),
+                config.policy.confirm,
+                config.proxy.audit_log.clone(),
+            ),
             pins: load_pins(config),
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
@@ -203,6 +207,11 @@ impl Downstreams {
                 }
             })
             .collect()
+    }
+
+    /// The `[policy]` in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// The checkpoint: whether `route` may call the exported tool `name` (recorded in

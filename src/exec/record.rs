@@ -348,12 +348,13 @@ pub fn is_error(record: &RunRecord) -> bool {
     record.status == RunStatus::Failed
 }
 
-/// The JSON Schema of `execute_plan`'s structured result.
+/// The JSON Schema of `execute_plan`'s structured result: a run's result, or, when the
+/// plan waits for the user's approval, `needs_approval` with the approval to relay.
 pub fn result_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "status": {"type": "string", "enum": ["succeeded", "partial", "failed"]},
+            "status": {"type": "string", "enum": ["succeeded", "partial", "failed", "needs_approval"]},
             "outputs": {"type": "object", "description": "The value of each step asked for."},
             "steps": {
                 "type": "object",
@@ -382,8 +383,29 @@ pub fn result_schema() -> Value {
             "winner": {"type": "string"},
             "truncated": {"type": "object"},
             "stopped": {"type": "string"},
-            "warnings": {"type": "array", "items": {"type": "string"}}
+            "warnings": {"type": "array", "items": {"type": "string"}},
+            "approval": {
+                "type": "object",
+                "description": "Nothing ran: call approve_plan with this token and these steps, unchanged.",
+                "properties": {
+                    "token": {"type": "string"},
+                    "expires_in_s": {"type": "integer"},
+                    "steps": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"}, "tool": {"type": "string"},
+                            "tier": {"type": "string", "enum": ["read", "write", "destructive"]},
+                            "args": {}
+                        },
+                        "required": ["id", "tool", "tier", "args"]
+                    }}
+                },
+                "required": ["token", "expires_in_s", "steps"]
+            }
         },
-        "required": ["status", "outputs", "steps", "stats", "run_id"]
+        "required": ["status"],
+        "if": {"properties": {"status": {"const": "needs_approval"}}},
+        "then": {"required": ["approval"]},
+        "else": {"required": ["outputs", "steps", "stats", "run_id"]}
     })
 }

@@ -188,6 +188,9 @@ pub struct Step {
     pub server: Option<String>,
     /// The arguments, with references already parsed.
     pub args: Template<RawRef>,
+    /// The arguments object as the model wrote it (references unresolved): what a user
+    /// is shown when asked to approve the step.
+    pub written_args: Value,
     /// Explicit ordering edges (`depends_on`/`dependencies`), as written.
     pub depends_on: Vec<String>,
     /// Per-step time limit in milliseconds.

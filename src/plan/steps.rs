@@ -77,7 +77,9 @@ impl Parser {
                 }
             }
         }
-        step.args = self.template(&format!("{at}.args"), &Value::Object(args));
+        let args = Value::Object(args);
+        step.args = self.template(&format!("{at}.args"), &args);
+        step.written_args = args;
     }
 
     /// `_outputPath` / `output_path`: `"†state.ok"` or `"†state.ok || †state.error"`.
@@ -183,7 +185,7 @@ impl Parser {
             self.issue(format!("{at}.{}", given[1]), kind);
         }
         if let Some((_, value)) = first_of(map, ARG_ALIASES) {
-            step.args = self.args(&format!("{at}.args"), value);
+            (step.args, step.written_args) = self.args(&format!("{at}.args"), value);
         }
         if let Some((key, value)) = first_of(map, &["depends_on", "dependencies", "dependsOn"]) {
             step.depends_on = self
@@ -222,29 +224,31 @@ impl Parser {
         }
     }
 
-    /// A step's arguments: an object, or the JSON text of one.
-    fn args(&mut self, at: &str, value: &Value) -> Template<RawRef> {
-        let parsed;
+    /// A step's arguments, an object or the JSON text of one: parsed, and the object as
+    /// written.
+    fn args(&mut self, at: &str, value: &Value) -> (Template<RawRef>, Value) {
+        let none = || (Template::default(), Value::Object(Map::new()));
         let value = match value {
-            Value::Null => return Template::default(),
-            Value::String(text) if text.trim().is_empty() => return Template::default(),
+            Value::Null => return none(),
+            Value::String(text) if text.trim().is_empty() => return none(),
             Value::String(text) => match parse_json_text(text) {
-                Ok(inner) => {
-                    parsed = inner;
-                    &parsed
-                }
+                Ok(inner) => inner,
                 Err(kind) => {
                     self.issue(at, kind);
-                    return Template::default();
+                    return none();
                 }
             },
-            other => other,
+            other => other.clone(),
         };
         if !value.is_object() {
-            self.shape(at, "an object of named arguments (or its JSON text)", value);
-            return Template::default();
+            self.shape(
+                at,
+                "an object of named arguments (or its JSON text)",
+                &value,
+            );
+            return none();
         }
-        self.template(at, value)
+        (self.template(at, &value), value)
     }
 
     pub(super) fn template(&mut self, at: &str, value: &Value) -> Template<RawRef> {

@@ -457,6 +457,7 @@ impl<'p> Validator<'p> {
             tool: spec.tool.clone(),
             tier: spec.tier,
             args,
+            written_args: step.written_args.clone(),
             depends_on,
             timeout_ms: step.timeout_ms,
             retries: if safe { step.retries } else { 0 },

@@ -79,6 +79,8 @@ pub struct PlannedStep {
     pub tier: crate::policy::Tier,
     /// The arguments with references parsed.
     pub args: Template,
+    /// The arguments object as the model wrote it (references unresolved).
+    pub written_args: Value,
     /// What this step waits for, without duplicates, in plan order.
     pub depends_on: Vec<Dependency>,
     /// Per-step time limit requested by the plan.

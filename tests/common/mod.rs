@@ -38,6 +38,20 @@ pub struct Seen {
     pub progress: Vec<ProgressNotificationParam>,
     pub list_changed: usize,
     pub logs: Vec<Value>,
+    /// The message of each elicitation request.
+    pub elicitations: Vec<String>,
+}
+
+/// How a capable [`Recorder`] answers elicitation.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub enum Elicit {
+    /// Accept, with `{"name": "Ada"}`.
+    #[default]
+    Accept,
+    Decline,
+    Cancel,
+    /// Never answer.
+    Hang,
 }
 
 /// A client handler that records notifications. With `capable`, it also declares and
@@ -46,6 +60,7 @@ pub struct Seen {
 pub struct Recorder {
     pub seen: Arc<Mutex<Seen>>,
     pub capable: bool,
+    pub elicit: Elicit,
 }
 
 impl ClientHandler for Recorder {
@@ -76,11 +91,21 @@ impl ClientHandler for Recorder {
 
     async fn create_elicitation(
         &self,
-        _params: ElicitRequestParams,
+        params: ElicitRequestParams,
         _: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        serde_json::from_value(serde_json::json!({"action": "accept", "content": {"name": "Ada"}}))
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        if let (Ok(mut seen), ElicitRequestParams::FormElicitationParams { message, .. }) =
+            (self.seen.lock(), &params)
+        {
+            seen.elicitations.push(message.clone());
+        }
+        let answer = match self.elicit {
+            Elicit::Accept => serde_json::json!({"action": "accept", "content": {"name": "Ada"}}),
+            Elicit::Decline => serde_json::json!({"action": "decline"}),
+            Elicit::Cancel => serde_json::json!({"action": "cancel"}),
+            Elicit::Hang => std::future::pending().await,
+        };
+        serde_json::from_value(answer).map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
     async fn list_roots(

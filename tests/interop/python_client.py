@@ -19,6 +19,11 @@ The config must export the built-in chaos demo as `chaos` and the weather demo a
 progress notifications (`chaos__sleep`), the echo of each `--stdio-chaos` child server, and
 that an unknown tool is a JSON-RPC error after which the session still works.
 
+With `--sandbox DIR` (the folder of a `files` demo server in the config) it also checks
+plan approval in the same connect mode, each in a fresh session: a host with elicitation
+that accepts (the plan runs) or declines (nothing runs, isError), and a host without it,
+which gets `needs_approval` and runs the plan through `approve_plan` once.
+
 Prints one JSON summary on stdout. Exits 0 when every check passed, 1 when one failed
 (the summary's "failures" say which, and the last wire messages are printed on stderr),
 2 on bad usage.
@@ -37,6 +42,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from mcp import types
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
@@ -227,6 +233,89 @@ async def exercise(client: Client, checks: Checks, summary: dict[str, Any], stdi
     checks.expect(after.structured_content == {"after": "error"}, f"call after an error: {dump(after)}")
 
 
+def writing_plan(name: str) -> dict[str, Any]:
+    """A plan whose one write needs approval: the content is a reference, shown as written."""
+    return {
+        "goal": f"save {name}",
+        "steps": [
+            {"id": "list", "tool": "files__list_files"},
+            {"id": "save", "tool": "files__write_file", "args": {"path": name, "content": "${list}"}},
+        ],
+    }
+
+
+async def approvals(
+    connect: Any, wire: WireLog, mode: str, sandbox: str, checks: Checks, summary: dict[str, Any]
+) -> None:
+    """Plan approval through this SDK in `mode`: elicitation accepted, declined, and the token path."""
+    seen: dict[str, list[str]] = {"accept": [], "decline": []}
+    results: dict[str, Any] = {}
+    summary["approval"] = results
+
+    def answer(action: str):
+        async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            seen[action].append(getattr(params, "message", ""))
+            return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+        return callback
+
+    for action in ("accept", "decline"):
+        name = f"{action}.txt"
+        async with Client(connect(), mode=mode, elicitation_callback=answer(action)) as client:
+            result = await client.call_tool("execute_plan", writing_plan(name))
+        results[action] = dump(result)
+        asked = seen[action]
+        checks.expect(len(asked) == 1, f"approval ({action}): expected one elicitation, saw {asked!r}")
+        checks.expect(
+            bool(asked) and "files__write_file" in asked[0] and "${list}" in asked[0],
+            f"approval ({action}): the request does not show the write as written: {asked!r}",
+        )
+        written = os.path.isfile(os.path.join(sandbox, name))
+        if action == "accept":
+            checks.expect(
+                not result.is_error and (result.structured_content or {}).get("status") == "succeeded" and written,
+                f"approval accepted: the plan did not run: {dump(result)}",
+            )
+        else:
+            texts = " ".join(c.text for c in result.content if getattr(c, "type", None) == "text")
+            checks.expect(
+                result.is_error is True and "declined" in texts and not written,
+                f"approval declined: expected isError, 'declined' and no file: {dump(result)}, written={written}",
+            )
+
+    # A host without elicitation: the model relays a token.
+    async with Client(connect(), mode=mode) as client:
+        first = await client.call_tool("execute_plan", writing_plan("token.txt"))
+        body = first.structured_content or {}
+        results["needs_approval"] = dump(first)
+        approval = body.get("approval") or {}
+        checks.expect(
+            not first.is_error and body.get("status") == "needs_approval" and bool(approval.get("token")),
+            f"token path: expected needs_approval with a token: {dump(first)}",
+        )
+        checks.expect(not os.path.exists(os.path.join(sandbox, "token.txt")), "token path: the write ran before approval")
+        ran = await client.call_tool("approve_plan", {"token": approval.get("token"), "steps": approval.get("steps")})
+        results["approve_plan"] = dump(ran)
+        checks.expect(
+            not ran.is_error and (ran.structured_content or {}).get("status") == "succeeded"
+            and os.path.isfile(os.path.join(sandbox, "token.txt")),
+            f"token path: approve_plan did not run the plan: {dump(ran)}",
+        )
+        again = await client.call_tool("approve_plan", {"token": approval.get("token"), "steps": approval.get("steps")})
+        checks.expect(again.is_error is True, f"token path: a token ran twice: {dump(again)}")
+    # How planmux asked: an input-required result (2026-07-28) or an elicitation/create request.
+    asked_with: set[str] = set()
+    for line in wire.all:
+        if not line.startswith("<- {"):
+            continue
+        message = json.loads(line[3:])
+        if message.get("method") == "elicitation/create":
+            asked_with.add("elicitation/create")
+        if (message.get("result") or {}).get("resultType") == "input_required":
+            asked_with.add("input_required")
+    results["asked_with"] = sorted(asked_with)
+
+
 async def main_async(args: argparse.Namespace) -> int:
     mode = MODES[args.mode]
     # The SDK passes only a safe list of variables to the server: hand RUST_LOG on explicitly.
@@ -241,6 +330,8 @@ async def main_async(args: argparse.Namespace) -> int:
             async with Client(tapped(params, wire), mode=mode, read_timeout_seconds=args.timeout) as client:
                 summary["connect_ms"] = round((time.monotonic() - started) * 1000, 1)
                 await exercise(client, checks, summary, args.stdio_chaos)
+            if args.sandbox:
+                await approvals(lambda: tapped(params, wire), wire, mode, args.sandbox, checks, summary)
     except BaseException as exc:  # noqa: BLE001 - any failure is reported, with its cause
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -292,6 +383,7 @@ def main() -> int:
     parser.add_argument("--mode", required=True, choices=sorted(MODES), help="auto (= default) or legacy")
     parser.add_argument("--stdio-chaos", action="append", default=[], metavar="SERVER",
                         help="a server of the config that is a `planmux demo chaos` child: its echo is called too")
+    parser.add_argument("--sandbox", help="the files demo's folder: also check plan approval")
     parser.add_argument("--expect-protocol", help="fail unless this protocol version was negotiated")
     parser.add_argument("--wire-log", help="write every JSON-RPC message to this file")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run")
