@@ -113,12 +113,18 @@ impl Request {
     /// The user said yes to every step listed: the approval a run carries to the
     /// checkpoint, recorded in the audit trail.
     pub fn approve(&self, policy: &Policy, by: Approver) -> Approval {
-        policy.approve(
-            self.steps
-                .iter()
-                .map(|s| (s.id.as_str(), s.tool.as_str(), s.tier)),
-            by,
-        )
+        policy.approve(self.audited(), by)
+    }
+
+    /// The user said no (or did not answer): recorded in the audit trail.
+    pub fn decline(&self, policy: &Policy, by: Approver) {
+        policy.decline(self.audited(), by);
+    }
+
+    fn audited(&self) -> impl Iterator<Item = (&str, &str, Tier)> {
+        self.steps
+            .iter()
+            .map(|s| (s.id.as_str(), s.tool.as_str(), s.tier))
     }
 }
 

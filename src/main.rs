@@ -431,6 +431,7 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
             match answer {
                 Ok(true) => Some(runner.approve(asked, Approver::Terminal)),
                 refused => {
+                    runner.decline(asked, Approver::Terminal);
                     downstreams.shutdown().await;
                     let why = match refused {
                         Err(no_terminal) => format!(

@@ -276,6 +276,23 @@ impl Policy {
         }
     }
 
+    /// Records that the user declined (or cancelled, or never answered) the approval of
+    /// `steps`: nothing of them runs.
+    pub fn decline<'a>(
+        &self,
+        steps: impl IntoIterator<Item = (&'a str, &'a str, Tier)>,
+        by: Approver,
+    ) {
+        for (step, tool, tier) in steps {
+            let route = Route::Plan {
+                run: String::new(),
+                step: step.to_owned(),
+                approval: None,
+            };
+            self.record(tool, Some(tier), &route, Decision::Declined(by));
+        }
+    }
+
     /// Whether `[policy] deny` matches an exported name.
     pub fn denies(&self, exported: &str) -> bool {
         self.deny.as_ref().is_some_and(|set| set.is_match(exported))
@@ -332,7 +349,7 @@ impl Policy {
     /// One decision: a `tracing` event, and a JSON line when an audit log is set.
     fn record(&self, tool: &str, tier: Option<Tier>, route: &Route, decision: Decision) {
         let (path, run, step, approved_by) = match (route, decision) {
-            (Route::Plan { step, .. }, Decision::Approved(by)) => {
+            (Route::Plan { step, .. }, Decision::Approved(by) | Decision::Declined(by)) => {
                 ("approval", None, Some(step.as_str()), Some(by.as_str()))
             }
             (
@@ -354,6 +371,7 @@ impl Policy {
             Decision::Allow => "allow",
             Decision::Deny => "deny",
             Decision::Approved(_) => "approved",
+            Decision::Declined(_) => "declined",
         };
         let tier = tier.map_or("unknown", Tier::as_str);
         tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, "authorization");
@@ -396,6 +414,8 @@ enum Decision {
     Deny,
     /// The user approved a plan step before it ran.
     Approved(Approver),
+    /// The user was asked and did not approve.
+    Declined(Approver),
 }
 
 #[cfg(test)]

@@ -121,6 +121,11 @@ impl PlanRunner {
         Arc::new(request.approve(self.downstreams.policy(), by))
     }
 
+    /// The user said no to `request` (or never answered): recorded in the audit trail.
+    pub fn decline(&self, request: &Request, by: Approver) {
+        request.decline(self.downstreams.policy(), by);
+    }
+
     /// Runs a validated plan and keeps its record. Steps that need approval are refused
     /// at the checkpoint unless `approval` names them.
     pub async fn run(

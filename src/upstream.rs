@@ -262,6 +262,7 @@ impl Upstream {
                     return self.decided(&asked, reply.action);
                 }
                 Err(_) => {
+                    self.runner.decline(&asked, Approver::Host);
                     return Err(tool_error(format!(
                         "the host did not answer the approval request within {} ms; nothing ran",
                         limit.as_millis()
@@ -298,7 +299,7 @@ impl Upstream {
                 } else {
                     "declined"
                 };
-                tracing::info!(target: "planmux::audit", how, steps = asked.steps.len(), "the user did not approve the plan");
+                self.runner.decline(asked, Approver::Host);
                 Err(tool_error(format!(
                     "the user {how} the plan's approval; nothing ran ({} step(s) needed it)",
                     asked.steps.len()

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 type R = anyhow::Result<()>;
 
 /// The files demo in a sandbox beside the config, and chaos.
-const CONFIG: &str = "[proxy]\nplan_timeout_ms = 3000\n\
+const CONFIG: &str = "[proxy]\nplan_timeout_ms = 3000\naudit_log = \"audit.jsonl\"\n\
     [servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n\
     [servers.chaos]\nbuiltin = \"chaos\"\n";
 
@@ -170,6 +170,16 @@ async fn a_host_with_elicitation_asks_its_user_once() -> R {
             asked[0]
         );
         assert_eq!(note(proxy.dir.path()).is_file(), ran);
+        // The answer is in the audit trail, for the step that needed it.
+        let audit = std::fs::read_to_string(proxy.dir.path().join("audit.jsonl"))?;
+        let decision = if ran { "approved" } else { "declined" };
+        assert!(
+            audit.lines().any(|l| l.contains("\"path\":\"approval\"")
+                && l.contains(&format!("\"decision\":\"{decision}\""))
+                && l.contains("\"step\":\"save\"")
+                && l.contains("\"approved_by\":\"host\"")),
+            "{audit}"
+        );
         if ran {
             assert_eq!(json(&result)["structuredContent"]["status"], "succeeded");
         } else {

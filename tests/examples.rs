@@ -305,3 +305,43 @@ fn a_broken_config_is_one_clear_line() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `planmux run` on a terminal lists the steps and asks; `y` runs the plan, anything else
+/// exits 5 with nothing run. The terminal is a pseudo-terminal from util-linux's `script`
+/// (on every Debian install; this test is Linux-only, as CI is).
+#[test]
+fn run_asks_on_a_terminal() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sandbox = tempfile::tempdir()?;
+    let config = sandbox.path().join("servers.toml");
+    std::fs::copy(root.join("servers.toml"), &config)?;
+    let plan = root.join("examples/plans/weather-to-file.json");
+    let written = sandbox.path().join("sandbox/documents/weather.txt");
+    for (answer, code) in [("n", 5), ("y", 0)] {
+        let command = format!(
+            "{} run --quiet --config {} {}; echo \"exit=$?\"",
+            env!("CARGO_BIN_EXE_planmux"),
+            config.display(),
+            plan.display()
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        if let Some(stdin) = child.stdin.as_mut() {
+            use std::io::Write as _;
+            stdin.write_all(format!("{answer}\n").as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        let seen = String::from_utf8_lossy(&out.stdout);
+        assert!(seen.contains("Run it? [y/N]"), "{seen}");
+        assert!(
+            seen.contains("step2 → files__write_file (destructive)"),
+            "{seen}"
+        );
+        assert!(seen.contains(&format!("exit={code}")), "{answer}: {seen}");
+        assert_eq!(written.is_file(), answer == "y", "{answer}: {seen}");
+    }
+    Ok(())
+}

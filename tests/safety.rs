@@ -332,3 +332,81 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
     assert!(String::from_utf8_lossy(&broken.stdout).contains("not a planmux lock file"));
     Ok(())
 }
+
+/// The only way to a downstream tool takes the checkpoint's proof. The compiler holds
+/// most of it (`Server::call` and `Downstreams::call_tool` take `&Authorized`, whose
+/// field is private to `policy`); this test holds the rest: a `tools/call` request is
+/// built in one place, behind the proof, and only `Policy::authorize` makes a proof. A
+/// new path that builds its own request, or calls a peer's `call_tool`, fails here.
+#[test]
+fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    let mut folders = vec![root.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(folder)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    let mut builds = Vec::new();
+    let mut proofs = Vec::new();
+    for path in files {
+        let name = path.strip_prefix(&root)?.display().to_string();
+        let text = std::fs::read_to_string(&path)?;
+        // Unit tests act as hosts, calling planmux itself: not a way to a downstream.
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let mut function = String::new();
+        let mut authorized = false;
+        for line in code.lines() {
+            if line.trim_start().starts_with("pub") && line.contains(" fn ")
+                || line.trim_start().starts_with("fn ")
+                || line.trim_start().starts_with("async fn ")
+            {
+                function = line.trim().to_owned();
+                authorized = false;
+            }
+            authorized |= line.contains(".authorize(");
+            if line.contains("CallToolRequest::new(") || line.contains("call_tool_once(") {
+                builds.push(format!("{name}: {function}"));
+            }
+            if line.contains(".call_tool(") {
+                assert!(
+                    authorized && line.contains("&proof"),
+                    "{name}: `{function}` calls a tool without the checkpoint's proof: {line}"
+                );
+            }
+            if line.contains("Authorized {")
+                && !line.contains("struct Authorized")
+                && !line.contains("impl Authorized")
+            {
+                proofs.push(format!("{name}: {function}"));
+            }
+        }
+    }
+    assert_eq!(
+        builds,
+        ["downstream/server.rs: pub(crate) async fn call("],
+        "a tools/call is built outside Server::call"
+    );
+    let server = std::fs::read_to_string(root.join("downstream/server.rs"))?;
+    let signature = server
+        .split("pub(crate) async fn call(")
+        .nth(1)
+        .and_then(|rest| rest.split(") ->").next())
+        .unwrap_or_default();
+    assert!(
+        signature.contains("&Authorized"),
+        "Server::call: {signature}"
+    );
+    assert_eq!(
+        proofs,
+        ["policy.rs: pub fn authorize("],
+        "a proof of authorization is made outside Policy::authorize"
+    );
+    Ok(())
+}
