@@ -1,5 +1,8 @@
 //! The merged catalog: every downstream tool under its exported name `<server>__<tool>`,
-//! and the way back from an exported name to (server, downstream tool).
+//! and the way back from an exported name to (server, downstream tool); and, in
+//! [`resources`], the merged prompts, resources and templates.
+
+pub mod resources;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -11,6 +14,8 @@ use crate::config::is_name_char;
 use crate::lock::Lock;
 use crate::plan::ToolSpec;
 use crate::policy::{Policy, Tier, TierRules};
+
+pub use resources::{PromptEntry, Resources, ServerResources};
 
 /// Which tool definitions are trusted: none pinned, those of `servers.lock`, or none at
 /// all when the lock file cannot be read (failing closed).
@@ -97,6 +102,8 @@ pub struct Catalog {
     by_name: HashMap<String, usize>,
     /// The same tools as the plan validator sees them, built once per catalog.
     specs: Vec<ToolSpec>,
+    /// Prompts, resources and templates.
+    resources: Resources,
 }
 
 impl Catalog {
@@ -181,6 +188,17 @@ impl Catalog {
             });
         }
         catalog
+    }
+
+    /// The catalog with these prompts, resources and templates.
+    pub fn with_resources(mut self, resources: Resources) -> Self {
+        self.resources = resources;
+        self
+    }
+
+    /// Prompts, resources and templates.
+    pub fn resources(&self) -> &Resources {
+        &self.resources
     }
 
     /// Tools held back by `servers.lock`.

@@ -229,6 +229,8 @@ impl Invoker for PlanCalls {
             ) => Err(InvokeError::Unavailable(e.to_string())),
             Err(
                 e @ (DownstreamError::UnknownTool { .. }
+                | DownstreamError::UnknownPrompt { .. }
+                | DownstreamError::UnknownResource { .. }
                 | DownstreamError::Rpc { .. }
                 | DownstreamError::Protocol { .. }
                 | DownstreamError::Closed { .. }

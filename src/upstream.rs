@@ -9,14 +9,16 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
-    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, CompleteRequestParams,
+    CompleteResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, GetPromptRequestParams, GetPromptResponse,
     Implementation, InputRequest, InputRequests, InputRequiredResult, InputResponses, JsonObject,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ResultType, ServerCapabilities, ServerConfig, ServerRequest, SetLevelRequestParams,
-    SubscriptionFilter, Tool, ToolAnnotations,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ResultType, ServerCapabilities, ServerConfig,
+    ServerRequest, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -463,6 +465,39 @@ impl Observer for ProgressRelay {
     }
 }
 
+/// Runs a routed request until it ends or the host cancels it (then the downstream is
+/// told, and the request ends with that).
+async fn cancellable<T>(
+    request: impl Future<Output = Result<T, DownstreamError>>,
+    cancel: &CancellationToken,
+    context: &RequestContext<RoleServer>,
+) -> Result<T, DownstreamError> {
+    tokio::pin!(request);
+    tokio::select! {
+        result = &mut request => result,
+        () = context.ct.cancelled() => {
+            cancel.cancel();
+            request.await
+        }
+    }
+}
+
+/// A routed request's failure as the host's error: a server's own error as it is, an
+/// unknown name as invalid params, an unknown resource as not found, anything else
+/// (timeouts, a dead server) as an internal error naming the server.
+fn routed_error(error: DownstreamError) -> ErrorData {
+    match error {
+        DownstreamError::Rpc { error, .. } => *error,
+        e @ DownstreamError::UnknownResource { .. } => {
+            ErrorData::resource_not_found(e.to_string(), None)
+        }
+        e @ (DownstreamError::UnknownPrompt { .. } | DownstreamError::UnknownTool { .. }) => {
+            ErrorData::invalid_params(e.to_string(), None)
+        }
+        e => ErrorData::internal_error(e.to_string(), None),
+    }
+}
+
 /// A failure a model should read, as a tool result with `isError: true`.
 fn tool_error(message: String) -> CallToolResult {
     let message = crate::text::clip(&message, MAX_ERROR_CHARS).into_owned();
@@ -472,8 +507,13 @@ fn tool_error(message: String) -> CallToolResult {
 impl ServerHandler for Upstream {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_completions()
             .enable_logging()
+            .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -488,16 +528,40 @@ impl ServerHandler for Upstream {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         // rmcp intersects this with what the host asked for and what get_info declares.
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+        let mut filter = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        filter.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(filter)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        // A 2026-07-28 host subscribes to resources for as long as its stream lasts.
+        let uris = context
+            .sink()
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let cancel = self.shutdown.child_token();
+        for uri in &uris {
+            let params = SubscribeRequestParams::new(uri.clone());
+            if let Err(e) = self.downstreams.subscribe(params, &cancel).await {
+                tracing::warn!(uri = %uri, error = %e, "could not subscribe to a resource");
+            }
+        }
         let key = self.host.add_listener(context.sink().clone());
         context.cancelled().await;
         self.host.remove_listener(key);
+        for uri in uris {
+            let params = UnsubscribeRequestParams::new(uri);
+            let _ = self.downstreams.unsubscribe(params, &cancel).await;
+        }
         Ok(())
     }
 
@@ -572,8 +636,12 @@ impl ServerHandler for Upstream {
                 resource.mime_type = Some("application/json".into());
                 resource
             })
-            .collect();
-        Ok(ListResourcesResult::with_all_items(resources))
+            .collect::<Vec<_>>();
+        self.downstreams.started().await;
+        let catalog = self.downstreams.catalog();
+        let mut all: Vec<Resource> = catalog.resources().resources().cloned().collect();
+        all.extend(resources);
+        Ok(ListResourcesResult::with_all_items(all))
     }
 
     async fn list_resource_templates(
@@ -589,31 +657,100 @@ impl ServerHandler for Upstream {
             "The full record of a recent execute_plan run: resolved arguments, outputs, timings.",
         );
         template.mime_type = Some("application/json".into());
-        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+        self.downstreams.started().await;
+        let catalog = self.downstreams.catalog();
+        let mut all: Vec<ResourceTemplate> = catalog.resources().templates().cloned().collect();
+        all.push(template);
+        Ok(ListResourceTemplatesResult::with_all_items(all))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let record = request
-            .uri
-            .strip_prefix(RUNS_URI)
-            .and_then(|id| self.runner.runs.get(id))
-            .ok_or_else(|| {
-                ErrorData::resource_not_found(
-                    format!(
-                        "no run record at '{}' (only the last runs are kept)",
-                        request.uri
-                    ),
-                    None,
-                )
-            })?;
+        let Some(id) = request.uri.strip_prefix(RUNS_URI) else {
+            let cancel = self.shutdown.child_token();
+            let read = self.downstreams.read_resource(request, &cancel);
+            let result = cancellable(read, &cancel, &context).await;
+            return result.map(Into::into).map_err(routed_error);
+        };
+        let record = self.runner.runs.get(id).ok_or_else(|| {
+            ErrorData::resource_not_found(
+                format!(
+                    "no run record at '{}' (only the last runs are kept)",
+                    request.uri
+                ),
+                None,
+            )
+        })?;
         let text = serde_json::to_string_pretty(&*record)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let contents = ResourceContents::text(text, request.uri).with_mime_type("application/json");
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.downstreams.started().await;
+        let catalog = self.downstreams.catalog();
+        let prompts = catalog.resources().prompts().cloned().collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let cancel = self.shutdown.child_token();
+        let get = self.downstreams.get_prompt(request, &cancel);
+        let result = cancellable(get, &cancel, &context).await;
+        result.map(Into::into).map_err(routed_error)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let cancel = self.shutdown.child_token();
+        let complete = self.downstreams.complete(request, &cancel);
+        cancellable(complete, &cancel, &context)
+            .await
+            .map_err(routed_error)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let cancel = self.shutdown.child_token();
+        let subscribe = self.downstreams.subscribe(request, &cancel);
+        cancellable(subscribe, &cancel, &context)
+            .await
+            .map_err(routed_error)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let cancel = self.shutdown.child_token();
+        let unsubscribe = self.downstreams.unsubscribe(request, &cancel);
+        cancellable(unsubscribe, &cancel, &context)
+            .await
+            .map_err(routed_error)
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        tracing::debug!("the host's roots changed; telling every server");
+        self.downstreams.roots_changed().await;
     }
 
     async fn call_tool(

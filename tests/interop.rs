@@ -324,6 +324,138 @@ async fn everything_calls_give_the_direct_results() -> R {
     Ok(())
 }
 
+/// Prompts, resources, templates and completions of server-everything pass through:
+/// prompts renamed `everything__…` and otherwise identical, resources and templates under
+/// their own URIs, reads (listed, by template, and linked from a tool result), completions
+/// and subscriptions answered as the server answers them directly.
+#[tokio::test]
+async fn everything_prompts_resources_and_completions_pass_through() -> R {
+    use rmcp::model::{
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+        Reference, SubscribeRequestParams,
+    };
+    let _t = Timer::start("everything_prompts_resources_and_completions_pass_through");
+    let proxy = start(&everything_config("")).await?;
+    let direct = direct_mirror(node(), &[&entry(EVERYTHING)], &[]).await?;
+    let via = &proxy.client;
+
+    let strip = |mut value: Value| {
+        if let Value::Object(map) = &mut value {
+            map.remove("name");
+        }
+        value
+    };
+    let direct_prompts = direct.list_all_prompts().await?;
+    let via_prompts = via.list_all_prompts().await?;
+    assert!(direct_prompts.len() >= 3, "{direct_prompts:?}");
+    assert_eq!(via_prompts.len(), direct_prompts.len());
+    for (orig, got) in direct_prompts.iter().zip(&via_prompts) {
+        assert_eq!(got.name, format!("everything__{}", orig.name));
+        assert_eq!(
+            strip(serde_json::to_value(got)?),
+            strip(serde_json::to_value(orig)?)
+        );
+    }
+    let args = |pairs: &[(&str, &str)]| {
+        let map: serde_json::Map<String, Value> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        map
+    };
+    let city = args(&[("city", "Paris"), ("state", "Île-de-France")]);
+    let got = via
+        .get_prompt(
+            GetPromptRequestParams::new("everything__args-prompt").with_arguments(city.clone()),
+        )
+        .await?;
+    let orig = direct
+        .get_prompt(GetPromptRequestParams::new("args-prompt").with_arguments(city))
+        .await?;
+    assert_eq!(serde_json::to_value(&got)?, serde_json::to_value(&orig)?);
+    let unknown = via
+        .get_prompt(GetPromptRequestParams::new("everything__no-such-prompt"))
+        .await;
+    assert!(
+        unknown
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.to_string().contains("unknown prompt")),
+        "{unknown:?}"
+    );
+
+    let direct_resources = direct.list_all_resources().await?;
+    let via_resources = via.list_all_resources().await?;
+    assert!(!direct_resources.is_empty());
+    for resource in &direct_resources {
+        assert!(via_resources.contains(resource), "{} missing", resource.uri);
+    }
+    let direct_templates = direct.list_all_resource_templates().await?;
+    let via_templates = via.list_all_resource_templates().await?;
+    for template in &direct_templates {
+        assert!(
+            via_templates.contains(template),
+            "{} missing",
+            template.uri_template
+        );
+    }
+    let mut uris: Vec<String> = direct_resources.iter().map(|r| r.uri.clone()).collect();
+    uris.push("demo://resource/dynamic/text/3".into());
+    for uri in &uris {
+        let got = via
+            .read_resource(ReadResourceRequestParams::new(uri.clone()))
+            .await?;
+        let orig = direct
+            .read_resource(ReadResourceRequestParams::new(uri.clone()))
+            .await?;
+        assert_eq!(
+            serde_json::to_value(&got)?,
+            serde_json::to_value(&orig)?,
+            "{uri}"
+        );
+    }
+    // A link in a tool result is readable through planmux.
+    let links = via
+        .call_tool(call("everything__get-resource-links", json!({"count": 2})))
+        .await?;
+    let linked: Vec<String> = json(&links)["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["uri"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!linked.is_empty(), "{:#}", json(&links));
+    for uri in linked {
+        let read = via
+            .read_resource(ReadResourceRequestParams::new(uri.clone()))
+            .await;
+        assert!(read.is_ok(), "{uri}: {read:?}");
+    }
+    let missing = via
+        .read_resource(ReadResourceRequestParams::new("nowhere://at/all"))
+        .await;
+    assert!(missing.is_err(), "{missing:?}");
+
+    let complete = |name: &str| {
+        CompleteRequestParams::new(
+            Reference::for_prompt(name),
+            ArgumentInfo::new("department", "E"),
+        )
+    };
+    let got = via
+        .complete(complete("everything__completable-prompt"))
+        .await?;
+    let orig = direct.complete(complete("completable-prompt")).await?;
+    assert_eq!(serde_json::to_value(&got)?, serde_json::to_value(&orig)?);
+    assert!(!got.completion.values.is_empty());
+
+    #[allow(deprecated)] // resources/subscribe: the 2025-11-25 way, which this session uses
+    via.subscribe(SubscribeRequestParams::new(uris[0].clone()))
+        .await?;
+    drop(direct);
+    Ok(())
+}
+
 fn long_running(
     duration_s: f64,
     steps: u32,

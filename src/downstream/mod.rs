@@ -2,6 +2,7 @@
 //! the right one, refreshing on list changes and reconnects, and shutting them all down.
 
 mod relay;
+mod resources;
 mod server;
 mod tap;
 mod transport;
@@ -14,10 +15,10 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use relay::{HostLink, ProgressSink};
-pub use server::{Server, State};
+pub use relay::{Changed, HostLink, ProgressSink};
+pub use server::{Offer, Server, State};
 
-use crate::catalog::{Catalog, Pins, ServerTools};
+use crate::catalog::{Catalog, Pins, Resources, ServerResources, ServerTools};
 use crate::config::Config;
 use crate::lock::Lock;
 use crate::policy::{Authorized, Denied, Policy, Route};
@@ -29,6 +30,13 @@ pub enum DownstreamError {
     /// No exported tool has this name.
     #[error("unknown tool '{name}'{}", hint(.closest))]
     UnknownTool { name: String, closest: Vec<String> },
+    /// No exported prompt has this name.
+    #[error("unknown prompt '{name}'")]
+    UnknownPrompt { name: String },
+    /// No server listed this URI, matches it with a template, or linked it, and none of
+    /// the servers with resources could read it.
+    #[error("no server has the resource '{uri}'")]
+    UnknownResource { uri: String },
     /// The server could not be started just now.
     #[error("server '{server}' failed to start: {reason}")]
     StartFailed { server: String, reason: String },
@@ -108,6 +116,8 @@ pub struct Downstreams {
     shutdown: CancellationToken,
     /// True once the first start of every server has ended.
     started: tokio::sync::watch::Sender<bool>,
+    /// URIs that tool results linked, and the server of each.
+    links: resources::Links,
 }
 
 impl Downstreams {
@@ -149,6 +159,7 @@ impl Downstreams {
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
             started: tokio::sync::watch::channel(false).0,
+            links: resources::Links::default(),
         });
         tracker.spawn(refresh_changed(
             Arc::downgrade(&this),
@@ -260,17 +271,21 @@ impl Downstreams {
         params.name = entry.tool.clone().into();
         let cancel = cancel.child_token();
         let shutdown = self.shutdown.clone();
-        tokio::select! {
+        let result = tokio::select! {
             result = server.call(params, proof, progress, &cancel) => result,
             () = shutdown.cancelled() => {
                 cancel.cancel();
                 Err(DownstreamError::Closed { server: entry.server.clone() })
             }
+        };
+        if let Ok(CallToolResponse::Complete(answer)) = &result {
+            self.links.note(&entry.server, answer);
         }
+        result
     }
 
-    /// Re-lists one server's tools (after `list_changed` or a reconnect) and, when the
-    /// catalog changed, tells the host.
+    /// Re-lists what one server offers (after a `list_changed` or a reconnect) and tells
+    /// the host which of its lists changed.
     async fn refresh(&self, server_name: &str) {
         let Some(server) = self.servers.iter().find(|s| s.config.name == server_name) else {
             return;
@@ -279,27 +294,45 @@ impl Downstreams {
             tracing::warn!(server = %server_name, error = %e, "could not refresh tools");
             return;
         }
-        if self.rebuild_and_notify().await {
-            tracing::info!(server = %server_name, "tool list changed");
-            self.host.notify_tools_changed().await;
+        let changed = self.rebuild_and_notify().await;
+        if changed.any() {
+            tracing::info!(server = %server_name, tools = changed.tools, prompts = changed.prompts, resources = changed.resources, "lists changed");
+            self.host.notify_changed(changed).await;
         }
     }
 
-    /// Rebuilds the catalog from every server's tools: whether it changed, and a notice
-    /// per tool newly quarantined.
-    fn rebuild_catalog(&self) -> (bool, Vec<String>) {
-        let lists: Vec<ServerTools> = self
-            .servers
+    /// Rebuilds the catalog from what every server offers: what changed, and a notice per
+    /// tool newly quarantined.
+    fn rebuild_catalog(&self) -> (Changed, Vec<String>) {
+        let offers: Vec<(&Arc<Server>, Offer)> =
+            self.servers.iter().map(|s| (s, s.offer())).collect();
+        let lists: Vec<ServerTools> = offers
             .iter()
-            .map(|s| ServerTools {
+            .map(|(s, offer)| ServerTools {
                 server: s.config.name.clone(),
-                tools: s.tools(),
+                tools: offer.tools.clone(),
                 tiers: s.config.tiers.clone(),
             })
             .collect();
-        let next = Catalog::build(&self.separator, &lists, &self.policy, &self.pins);
+        let listed: Vec<ServerResources> = offers
+            .into_iter()
+            .map(|(s, offer)| ServerResources {
+                server: s.config.name.clone(),
+                prompts: offer.prompts,
+                resources: offer.resources,
+                templates: offer.templates,
+                subscribe: offer.subscribe,
+            })
+            .collect();
+        let next = Catalog::build(&self.separator, &lists, &self.policy, &self.pins)
+            .with_resources(Resources::build(&self.separator, &listed));
         let mut current = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
-        let changed = current.definitions().ne(next.definitions());
+        let (was, now) = (current.resources(), next.resources());
+        let changed = Changed {
+            tools: current.definitions().ne(next.definitions()),
+            prompts: was.prompts().ne(now.prompts()),
+            resources: was.resources().ne(now.resources()) || was.templates().ne(now.templates()),
+        };
         let newly: Vec<String> = next
             .quarantined()
             .iter()
@@ -315,9 +348,9 @@ impl Downstreams {
         (changed, newly)
     }
 
-    /// Rebuilds the catalog and tells the host about newly quarantined tools; true when
-    /// the catalog changed.
-    async fn rebuild_and_notify(&self) -> bool {
+    /// Rebuilds the catalog and tells the host about newly quarantined tools; what
+    /// changed.
+    async fn rebuild_and_notify(&self) -> Changed {
         let (changed, newly) = self.rebuild_catalog();
         for notice in newly {
             tracing::warn!("{notice}");

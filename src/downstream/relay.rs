@@ -13,7 +13,8 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ErrorCode, Implementation, ListRootsRequest, ListRootsResult, LoggingLevel,
-    LoggingMessageNotificationParam, ProgressToken, ServerRequest,
+    LoggingMessageNotificationParam, ProgressToken, ResourceUpdatedNotificationParam,
+    ServerRequest,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionSink};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
@@ -80,22 +81,52 @@ impl HostLink {
             .retain(|(k, _)| *k != key);
     }
 
-    /// Tells the host its tool list changed: on the session of an `initialize`d host, and
-    /// on every listen stream of a 2026-07-28 host.
-    pub async fn notify_tools_changed(&self) {
+    /// Tells the host which of its lists changed: on the session of an `initialize`d
+    /// host, and on every listen stream of a 2026-07-28 host (each stream gets only what
+    /// it asked for).
+    pub async fn notify_changed(&self, changed: Changed) {
         if let Some(peer) = self.get().filter(|p| p.peer_info().is_some()) {
-            let _ = peer.notify_tool_list_changed().await;
+            if changed.tools {
+                let _ = peer.notify_tool_list_changed().await;
+            }
+            if changed.prompts {
+                let _ = peer.notify_prompt_list_changed().await;
+            }
+            if changed.resources {
+                let _ = peer.notify_resource_list_changed().await;
+            }
         }
-        let sinks: Vec<SubscriptionSink> = self
-            .listeners
+        for sink in self.sinks() {
+            if changed.tools {
+                let _ = sink.notify_tool_list_changed().await;
+            }
+            if changed.prompts {
+                let _ = sink.notify_prompt_list_changed().await;
+            }
+            if changed.resources {
+                let _ = sink.notify_resource_list_changed().await;
+            }
+        }
+    }
+
+    /// Tells the host a resource it subscribed to was updated (URI as the server gave it).
+    pub async fn notify_resource_updated(&self, params: ResourceUpdatedNotificationParam) {
+        if let Some(peer) = self.get().filter(|p| p.peer_info().is_some()) {
+            let _ = peer.notify_resource_updated(params.clone()).await;
+        }
+        for sink in self.sinks() {
+            // A stream that did not subscribe to this URI refuses it.
+            let _ = sink.notify_resource_updated(params.uri.clone()).await;
+        }
+    }
+
+    fn sinks(&self) -> Vec<SubscriptionSink> {
+        self.listeners
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .map(|(_, sink)| sink.clone())
-            .collect();
-        for sink in sinks {
-            let _ = sink.notify_tool_list_changed().await;
-        }
+            .collect()
     }
 
     /// Tells the host something it should know, as a warning log message.
@@ -120,6 +151,22 @@ impl HostLink {
         let peer = self.get()?;
         let caps = peer.peer_info()?.capabilities.clone();
         Some((peer, caps))
+    }
+}
+
+/// Which of the host's lists changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Changed {
+    pub tools: bool,
+    pub prompts: bool,
+    /// Resources or resource templates.
+    pub resources: bool,
+}
+
+impl Changed {
+    /// Whether anything changed.
+    pub fn any(self) -> bool {
+        self.tools || self.prompts || self.resources
     }
 }
 
@@ -309,5 +356,21 @@ impl ClientHandler for Relay {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.changes.mark(&self.server);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changes.mark(&self.server);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changes.mark(&self.server);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.host.notify_resource_updated(params).await;
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
-    ClientRequest, PaginatedRequestParams, ServerResult, Tool,
+    ClientRequest, PaginatedRequestParams, Prompt, Resource, ResourceTemplate, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
@@ -32,26 +32,98 @@ const SETTLE: Duration = Duration::from_secs(1);
 /// off here (at rmcp's usual page sizes, far more tools than any host can show).
 pub const MAX_TOOL_PAGES: usize = 100;
 
-/// Lists every tool, following `nextCursor` for at most [`MAX_TOOL_PAGES`] pages.
-async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
-    let mut tools = Vec::new();
+/// Follows `nextCursor` for at most [`MAX_TOOL_PAGES`] pages of one list.
+async fn paged<T, F, Fut>(what: &str, mut page: F) -> Result<Vec<T>, String>
+where
+    F: FnMut(PaginatedRequestParams) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+{
+    let mut items = Vec::new();
     let mut cursor = None;
     for _ in 0..MAX_TOOL_PAGES {
-        let params = PaginatedRequestParams::default().with_cursor(cursor);
-        let page = peer
-            .list_tools(Some(params))
+        let (more, next) = page(PaginatedRequestParams::default().with_cursor(cursor))
             .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
-        tools.extend(page.tools);
-        cursor = page.next_cursor;
+            .map_err(|e| format!("{what} failed: {e}"))?;
+        items.extend(more);
+        cursor = next;
         if cursor.is_none() {
-            return Ok(tools);
+            return Ok(items);
         }
     }
     Err(format!(
-        "tools/list still had more after {MAX_TOOL_PAGES} pages ({} tools); gave up",
-        tools.len()
+        "{what} still had more after {MAX_TOOL_PAGES} pages ({} items); gave up",
+        items.len()
     ))
+}
+
+/// What a server offers, as last listed: its tools (after include/exclude), prompts,
+/// resources and resource templates, and its instructions.
+#[derive(Debug, Clone, Default)]
+pub struct Offer {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+    /// The server's `instructions`, as it gave them.
+    pub instructions: Option<String>,
+    /// Whether it takes `resources/subscribe`.
+    pub subscribe: bool,
+}
+
+/// A list that failed is left out, saying why.
+fn lenient<T>(server: &str, listed: Result<Vec<T>, String>) -> Vec<T> {
+    listed.unwrap_or_else(|error| {
+        tracing::warn!(server, %error, "left out");
+        Vec::new()
+    })
+}
+
+/// Lists everything `peer` offers. Tools must list; a server whose prompts or resources
+/// fail to list still serves its tools (the failure is logged).
+async fn list_offer(peer: &Peer<RoleClient>, server: &str) -> Result<Offer, String> {
+    let tools = paged("tools/list", |p| async move {
+        peer.list_tools(Some(p))
+            .await
+            .map(|r| (r.tools, r.next_cursor))
+    })
+    .await?;
+    let info = peer.peer_info();
+    let capabilities = info
+        .as_ref()
+        .map(|i| i.capabilities.clone())
+        .unwrap_or_default();
+    let mut offer = Offer {
+        tools,
+        instructions: info.as_ref().and_then(|i| i.instructions.clone()),
+        ..Offer::default()
+    };
+    if capabilities.prompts.is_some() {
+        let listed = paged("prompts/list", |p| async move {
+            peer.list_prompts(Some(p))
+                .await
+                .map(|r| (r.prompts, r.next_cursor))
+        })
+        .await;
+        offer.prompts = lenient(server, listed);
+    }
+    if let Some(resources) = &capabilities.resources {
+        offer.subscribe = resources.subscribe == Some(true);
+        let listed = paged("resources/list", |p| async move {
+            peer.list_resources(Some(p))
+                .await
+                .map(|r| (r.resources, r.next_cursor))
+        })
+        .await;
+        offer.resources = lenient(server, listed);
+        let listed = paged("resources/templates/list", |p| async move {
+            peer.list_resource_templates(Some(p))
+                .await
+                .map(|r| (r.resource_templates, r.next_cursor))
+        })
+        .await;
+        offer.templates = lenient(server, listed);
+    }
+    Ok(offer)
 }
 
 /// Where a downstream is in its life.
@@ -91,8 +163,8 @@ pub struct Server {
     state: Mutex<State>,
     /// Serialises (re)connects so concurrent callers start one process, not several.
     connecting: tokio::sync::Mutex<()>,
-    /// Its tools after include/exclude, kept across restarts.
-    tools: RwLock<Vec<Tool>>,
+    /// What it offers (tools after include/exclude), kept across restarts.
+    offer: RwLock<Offer>,
     /// How long the last successful start took.
     startup: Mutex<Option<Duration>>,
     host: Arc<HostLink>,
@@ -111,7 +183,7 @@ impl Server {
             config,
             state: Mutex::new(State::Starting),
             connecting: tokio::sync::Mutex::new(()),
-            tools: RwLock::new(Vec::new()),
+            offer: RwLock::new(Offer::default()),
             startup: Mutex::new(None),
             host,
             changes,
@@ -140,10 +212,21 @@ impl Server {
 
     /// Its tools (after filters), as last listed.
     pub fn tools(&self) -> Vec<Tool> {
-        self.tools
+        self.offer().tools
+    }
+
+    /// Everything it offers, as last listed.
+    pub fn offer(&self) -> Offer {
+        self.offer
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Keeps what the server listed, its tools filtered by include/exclude.
+    fn keep(&self, mut offer: Offer) {
+        offer.tools.retain(|t| self.config.keeps(&t.name));
+        *self.offer.write().unwrap_or_else(PoisonError::into_inner) = offer;
     }
 
     /// How long the last successful start took.
@@ -198,9 +281,9 @@ impl Server {
             )),
         };
         match outcome {
-            Ok((live, tools)) => {
+            Ok((live, offer)) => {
                 let elapsed = started.elapsed();
-                tracing::info!(server = %name, tools = tools.len(), ms = elapsed.as_millis() as u64, "connected");
+                tracing::info!(server = %name, tools = offer.tools.len(), prompts = offer.prompts.len(), resources = offer.resources.len(), ms = elapsed.as_millis() as u64, "connected");
                 if !self.transition(State::Ready(live.clone())) {
                     // Shut down while it was starting: close the new connection at once
                     // rather than leave it running.
@@ -210,7 +293,7 @@ impl Server {
                     });
                 }
                 *self.startup.lock().unwrap_or_else(PoisonError::into_inner) = Some(elapsed);
-                *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+                self.keep(offer);
                 if !matches!(previous, State::Starting) {
                     self.changes.mark(name);
                 }
@@ -238,8 +321,8 @@ impl Server {
         }
     }
 
-    /// Opens a connection, lists its tools, and starts the task that watches it.
-    async fn open(self: &Arc<Self>) -> Result<(Arc<Live>, Vec<Tool>), String> {
+    /// Opens a connection, lists what it offers, and starts the task that watches it.
+    async fn open(self: &Arc<Self>) -> Result<(Arc<Live>, Offer), String> {
         let relay = Relay {
             server: self.config.name.clone(),
             host: self.host.clone(),
@@ -249,8 +332,8 @@ impl Server {
         let connected =
             transport::connect(&self.config, relay, routes.clone(), &self.tracker).await?;
         let peer = connected.service.peer().clone();
-        let tools = match list_tools(&peer).await {
-            Ok(tools) => tools,
+        let offer = match list_offer(&peer, &self.config.name).await {
+            Ok(offer) => offer,
             Err(e) => {
                 let stop = CancellationToken::new();
                 stop.cancel();
@@ -258,10 +341,6 @@ impl Server {
                 return Err(e);
             }
         };
-        let tools = tools
-            .into_iter()
-            .filter(|t| self.config.keeps(&t.name))
-            .collect();
         let ended = CancellationToken::new();
         let stop = CancellationToken::new();
         let (closed_tx, closed) = tokio::sync::watch::channel(false);
@@ -283,25 +362,21 @@ impl Server {
             ended.cancel();
             let _ = closed_tx.send(true);
         });
-        Ok((live, tools))
+        Ok((live, offer))
     }
 
-    /// Lists the tools again on the live connection (after `list_changed` or a restart),
-    /// within the server's call timeout.
+    /// Lists everything again on the live connection (after a `list_changed` or a
+    /// restart), within the server's call timeout.
     pub(crate) async fn relist(self: &Arc<Self>) -> Result<(), String> {
         let limit = self.config.call_timeout;
         let listing = async {
             let live = self.live().await.map_err(|e| e.to_string())?;
-            list_tools(&live.peer).await
+            list_offer(&live.peer, &self.config.name).await
         };
-        let tools = tokio::time::timeout(limit, listing)
+        let offer = tokio::time::timeout(limit, listing)
             .await
-            .map_err(|_| format!("tools/list took longer than {} ms", limit.as_millis()))??;
-        let tools = tools
-            .into_iter()
-            .filter(|t| self.config.keeps(&t.name))
-            .collect();
-        *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
+            .map_err(|_| format!("listing took longer than {} ms", limit.as_millis()))??;
+        self.keep(offer);
         Ok(())
     }
 
@@ -330,13 +405,46 @@ impl Server {
         progress: Option<ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
+        let label = params.name.to_string();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        match self.exchange(request, &label, progress, cancel).await? {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            ServerResult::InputRequiredResult(result) => {
+                Ok(CallToolResponse::InputRequired(result))
+            }
+            _ => Err(DownstreamError::Protocol {
+                server: self.config.name.clone(),
+                message: "answered tools/call with something that is not a tool result".into(),
+            }),
+        }
+    }
+
+    /// Forwards any other request (prompts, resources, completions) and returns the
+    /// server's answer. `label` names it in errors (`prompts/get 'greet'`).
+    pub(crate) async fn request(
+        self: &Arc<Self>,
+        request: ClientRequest,
+        label: &str,
+        cancel: &CancellationToken,
+    ) -> Result<ServerResult, DownstreamError> {
+        self.exchange(request, label, None, cancel).await
+    }
+
+    /// Sends one request within the call timeout, following cancellation (the server is
+    /// told), with progress routed to `progress`; its answer, or why there is none.
+    async fn exchange(
+        self: &Arc<Self>,
+        request: ClientRequest,
+        label: &str,
+        progress: Option<ProgressSink>,
+        cancel: &CancellationToken,
+    ) -> Result<ServerResult, DownstreamError> {
         let server = &self.config.name;
-        let tool = params.name.to_string();
+        let tool = label.to_owned();
         let cancelled = || DownstreamError::Cancelled {
             server: server.clone(),
             tool: tool.clone(),
         };
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         // A server that is (re)starting may take its whole start-up timeout: a cancelled
         // call does not wait for it.
         let mut live = tokio::select! {
@@ -405,12 +513,7 @@ impl Server {
         };
         let result = tokio::select! {
             response = handle.await_response() => match response {
-                Ok(ServerResult::CallToolResult(result)) => Ok(CallToolResponse::Complete(result)),
-                Ok(ServerResult::InputRequiredResult(result)) => Ok(CallToolResponse::InputRequired(result)),
-                Ok(_) => Err(DownstreamError::Protocol {
-                    server: server.clone(),
-                    message: "answered tools/call with something that is not a tool result".into(),
-                }),
+                Ok(result) => Ok(result),
                 Err(ServiceError::McpError(error)) => Err(DownstreamError::Rpc { server: server.clone(), error: Box::new(error) }),
                 Err(e) => Err(self.exited(&live, e).await),
             },
@@ -431,6 +534,14 @@ impl Server {
             let _ = tokio::time::timeout(FLUSH_LIMIT, task).await;
         }
         result
+    }
+
+    /// Tells the server, if it is running, that the host's roots changed (bounded: a server
+    /// that stopped reading must not hold anyone up).
+    pub(crate) async fn notify_roots_changed(&self) {
+        if let State::Ready(live) = self.state() {
+            let _ = tokio::time::timeout(SETTLE, live.peer.notify_roots_list_changed()).await;
+        }
     }
 
     /// Waits (briefly) until the watcher has noticed that `live` ended.
