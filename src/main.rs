@@ -413,7 +413,9 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
                     print_issues(&issues);
                     Ok(EXIT_INVALID)
                 }
-                Unchecked::Unfinished(why) => Err(anyhow::anyhow!(why)),
+                Unchecked::Unfinished(why) | Unchecked::Unshowable(why) => {
+                    Err(anyhow::anyhow!(why))
+                }
             };
         }
     };

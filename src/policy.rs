@@ -170,6 +170,8 @@ impl Approver {
 pub struct Approval {
     steps: BTreeSet<(String, String)>,
     by: Approver,
+    /// The digest of the plan approved, which ties the audit trail's approval to its run.
+    plan: String,
 }
 
 impl Approval {
@@ -181,6 +183,11 @@ impl Approval {
     /// Who approved.
     pub fn by(&self) -> Approver {
         self.by
+    }
+
+    /// The digest of the plan approved.
+    pub fn plan(&self) -> &str {
+        &self.plan
     }
 }
 
@@ -253,44 +260,52 @@ impl Policy {
         }
     }
 
-    /// Records the user's yes to `steps` (step id, exported tool, tier) and returns the
-    /// approval a run carries to the checkpoint.
+    /// Records the user's yes to `steps` (step id, exported tool, tier) of the plan with
+    /// digest `plan`, and returns the approval a run carries to the checkpoint.
     pub fn approve<'a>(
         &self,
         steps: impl IntoIterator<Item = (&'a str, &'a str, Tier)>,
         by: Approver,
+        plan: &str,
     ) -> Approval {
         let mut approved = BTreeSet::new();
         for (step, tool, tier) in steps {
-            let route = Route::Plan {
-                run: String::new(),
-                step: step.to_owned(),
-                approval: None,
-            };
-            self.record(tool, Some(tier), &route, Decision::Approved(by));
+            self.answer(step, tool, tier, Decision::Approved(by), plan);
             approved.insert((step.to_owned(), tool.to_owned()));
         }
         Approval {
             steps: approved,
             by,
+            plan: plan.to_owned(),
         }
     }
 
     /// Records that the user declined (or cancelled, or never answered) the approval of
-    /// `steps`: nothing of them runs.
+    /// `steps` of the plan with digest `plan`: none of them runs.
     pub fn decline<'a>(
         &self,
         steps: impl IntoIterator<Item = (&'a str, &'a str, Tier)>,
         by: Approver,
+        plan: &str,
     ) {
         for (step, tool, tier) in steps {
-            let route = Route::Plan {
-                run: String::new(),
-                step: step.to_owned(),
-                approval: None,
-            };
-            self.record(tool, Some(tier), &route, Decision::Declined(by));
+            self.answer(step, tool, tier, Decision::Declined(by), plan);
         }
+    }
+
+    /// The user's answer about one step, in the audit trail.
+    fn answer(&self, step: &str, tool: &str, tier: Tier, decision: Decision, plan: &str) {
+        let noted = Approval {
+            steps: BTreeSet::new(),
+            by: Approver::Host,
+            plan: plan.to_owned(),
+        };
+        let route = Route::Plan {
+            run: String::new(),
+            step: step.to_owned(),
+            approval: Some(Arc::new(noted)),
+        };
+        self.record(tool, Some(tier), &route, decision);
     }
 
     /// Whether `[policy] deny` matches an exported name.
@@ -348,6 +363,12 @@ impl Policy {
 
     /// One decision: a `tracing` event, and a JSON line when an audit log is set.
     fn record(&self, tool: &str, tier: Option<Tier>, route: &Route, decision: Decision) {
+        let plan = match route {
+            Route::Plan {
+                approval: Some(a), ..
+            } => Some(a.plan()),
+            _ => None,
+        };
         let (path, run, step, approved_by) = match (route, decision) {
             (Route::Plan { step, .. }, Decision::Approved(by) | Decision::Declined(by)) => {
                 ("approval", None, Some(step.as_str()), Some(by.as_str()))
@@ -374,7 +395,7 @@ impl Policy {
             Decision::Declined(_) => "declined",
         };
         let tier = tier.map_or("unknown", Tier::as_str);
-        tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, "authorization");
+        tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, "authorization");
         let Some((log, file)) = &self.audit else {
             return;
         };
@@ -384,7 +405,7 @@ impl Policy {
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or_default(),
             "tool": tool, "tier": tier, "path": path, "decision": decision,
-            "run": run, "step": step, "approved_by": approved_by,
+            "run": run, "step": step, "approved_by": approved_by, "plan": plan,
         });
         let mut file = file
             .lock()
@@ -537,7 +558,7 @@ mod tests {
                 .authorize("fs__write", write, None, &Route::Direct)
                 .is_ok()
         );
-        let approval = policy.approve([("w", "fs__write", Tier::Write)], Approver::Token);
+        let approval = policy.approve([("w", "fs__write", Tier::Write)], Approver::Token, "d1");
         assert!(
             policy
                 .authorize("fs__write", write, None, &step("w", Some(&approval)))

@@ -26,6 +26,8 @@ pub enum Unchecked {
     Invalid(Vec<PlanIssue>),
     /// Validation did not finish (cancelled, out of time, or it broke).
     Unfinished(String),
+    /// A step that needs approval cannot be shown to the user within bounds.
+    Unshowable(String),
 }
 
 /// A plan that validated, and what it needs approved before it runs.
@@ -94,8 +96,10 @@ impl PlanRunner {
         let limits = self.limits.clone();
         let confirm = self.confirm();
         let checking = tokio::task::spawn_blocking(move || {
-            let plan = prepare(&arguments, catalog.tool_specs(), &limits)?;
-            let approval = Request::for_plan(&plan, &arguments, confirm);
+            let plan =
+                prepare(&arguments, catalog.tool_specs(), &limits).map_err(Unchecked::Invalid)?;
+            let approval =
+                Request::for_plan(&plan, &arguments, confirm).map_err(Unchecked::Unshowable)?;
             Ok(Checked { plan, approval })
         });
         let limit = self.settings.plan_timeout;
@@ -111,7 +115,7 @@ impl PlanRunner {
             Ok(Err(broke)) => Err(Unchecked::Unfinished(format!(
                 "validating the plan failed: {broke}"
             ))),
-            Ok(Ok(Err(issues))) => Err(Unchecked::Invalid(issues)),
+            Ok(Ok(Err(unchecked))) => Err(unchecked),
             Ok(Ok(Ok(checked))) => Ok(checked),
         }
     }

@@ -7,20 +7,23 @@
 #![allow(deprecated)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, CompleteRequestParams,
-    CompleteResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationSchema, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InputRequest, InputRequests, InputRequiredResult, InputResponses, JsonObject,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ResultType, ServerCapabilities, ServerConfig,
-    ServerRequest, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
-    ToolAnnotations, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientResult, CompleteRequestParams, CompleteResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, ErrorCode,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResultType, ServerCapabilities, ServerConfig, ServerRequest, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::service::{
+    NotificationContext, PeerRequestOptions, RequestContext, ServiceError, SubscriptionContext,
+};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -102,7 +105,7 @@ impl Upstream {
         Tool::new(
             APPROVE_PLAN_TOOL,
             "Runs a plan that execute_plan answered with status \"needs_approval\": pass its \
-             approval.token and repeat approval.steps exactly. Your user sees these steps when \
+             approval.token and repeat approval.steps (and approval.inputs, when present) exactly. Your user sees these steps when \
              asked to allow this call. The token runs its plan once and expires after 10 minutes.",
             Arc::new(as_object(json!({
                 "type": "object",
@@ -112,7 +115,8 @@ impl Upstream {
                         "type": "array",
                         "description": "approval.steps from execute_plan's result, unchanged: each step's id, tool, tier and arguments as written",
                         "items": {"type": "object"}
-                    }
+                    },
+                    "inputs": {"description": "approval.inputs from execute_plan's result, unchanged, when it has them"}
                 },
                 "required": ["token", "steps"]
             }))),
@@ -169,7 +173,8 @@ impl Upstream {
             .into();
         };
         let steps = arguments.get("steps").cloned().unwrap_or(Value::Null);
-        let (asked, plan) = match self.runner.tokens.redeem_steps(token, &steps) {
+        let inputs = arguments.get("inputs");
+        let (asked, plan) = match self.runner.tokens.redeem_steps(token, &steps, inputs) {
             Ok(found) => found,
             Err(refused) => return tool_error(format!("{refused}; nothing ran")).into(),
         };
@@ -226,10 +231,13 @@ impl Upstream {
                 .and_then(|reply| serde_json::from_value::<ElicitResult>(reply).ok());
             return match reply {
                 Some(reply) => self.decided(&asked, reply.action),
-                None => Err(tool_error(format!(
+                None => {
+                    self.runner.decline(&asked, Approver::Host);
+                    Err(tool_error(format!(
                     "the host's retry carried no answer to the approval request '{APPROVAL_KEY}'; nothing ran"
                 ))
-                .into()),
+                .into())
+                }
             };
         }
         if form_elicitation(context) {
@@ -251,29 +259,15 @@ impl Upstream {
                 let requests = InputRequests::from([(APPROVAL_KEY.to_owned(), request)]);
                 return Err(InputRequiredResult::new(Some(requests), Some(token)).into());
             }
-            let limit = self.runner.plan_timeout();
-            let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-            let sent = tokio::select! {
-                sent = tokio::time::timeout(limit, context.peer.send_request(request)) => sent,
-                () = context.ct.cancelled() => {
-                    return Err(tool_error("the plan was cancelled while its approval was asked for; nothing ran".into()).into());
-                }
-            };
-            match sent {
-                Ok(Ok(ClientResult::ElicitResult(reply))) => {
-                    return self.decided(&asked, reply.action);
-                }
-                Err(_) => {
+            match self.elicit(params, context).await {
+                Elicited::Answer(action) => return self.decided(&asked, action),
+                Elicited::Unanswered(why) => {
                     self.runner.decline(&asked, Approver::Host);
-                    return Err(tool_error(format!(
-                        "the host did not answer the approval request within {} ms; nothing ran",
-                        limit.as_millis()
-                    ))
-                    .into());
+                    return Err(tool_error(format!("{why}; nothing ran")).into());
                 }
-                Ok(other) => {
-                    // The host said it could, then could not: the model can still ask.
-                    tracing::warn!(answer = ?other.err(), "the host could not show the approval request; answering needs_approval");
+                Elicited::Unsupported(error) => {
+                    // The host said it could, then said it cannot: the model can still ask.
+                    tracing::warn!(%error, "the host cannot show the approval request; answering needs_approval");
                 }
             }
         }
@@ -284,6 +278,57 @@ impl Upstream {
             .issue(asked.clone(), arguments, Channel::Model)
             .map_err(|e| tool_error(format!("{e}; nothing ran")))?;
         Err(needs_approval(&asked, &token, expires_in_s).into())
+    }
+
+    /// Sends the approval request to the host and waits, within the plan time limit, for
+    /// its user's answer. A request that times out or is cancelled is cancelled on the
+    /// host too, so its dialog does not stay open.
+    async fn elicit(
+        &self,
+        params: ElicitRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Elicited {
+        let limit = self.runner.plan_timeout();
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        let peer = &context.peer;
+        let handle = match peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(e) => {
+                return Elicited::Unanswered(format!(
+                    "the approval request could not be sent: {e}"
+                ));
+            }
+        };
+        let id = handle.id.clone();
+        let (answer, why) = tokio::select! {
+            answer = tokio::time::timeout(limit, handle.await_response()) => match answer {
+                Ok(answer) => (Some(answer), String::new()),
+                Err(_) => (None, format!("the host did not answer the approval request within {} ms", limit.as_millis())),
+            },
+            () = context.ct.cancelled() => (None, "the plan was cancelled while its approval was asked for".to_owned()),
+        };
+        let Some(answer) = answer else {
+            let param = CancelledNotificationParam::new(Some(id), Some(why.clone()));
+            let _ =
+                tokio::time::timeout(Duration::from_secs(1), peer.notify_cancelled(param)).await;
+            return Elicited::Unanswered(why);
+        };
+        match answer {
+            Ok(ClientResult::ElicitResult(reply)) => Elicited::Answer(reply.action),
+            Err(ServiceError::McpError(e)) if e.code == ErrorCode::METHOD_NOT_FOUND => {
+                Elicited::Unsupported(e.message.to_string())
+            }
+            // Anything else (an error, a dismissed dialog some hosts report as one): no.
+            Err(e) => Elicited::Unanswered(format!(
+                "the host answered the approval request with an error ({e})"
+            )),
+            Ok(_) => Elicited::Unanswered(
+                "the host answered the approval request with something else".into(),
+            ),
+        }
     }
 
     /// The user's answer: accepted, or the declined result.
@@ -354,7 +399,7 @@ impl Upstream {
 fn unchecked(why: Unchecked) -> CallToolResponse {
     match why {
         Unchecked::Invalid(issues) => tool_error(render_issues(&issues)).into(),
-        Unchecked::Unfinished(why) => tool_error(why).into(),
+        Unchecked::Unfinished(why) | Unchecked::Unshowable(why) => tool_error(why).into(),
     }
 }
 
@@ -376,6 +421,16 @@ impl<T: Into<CallToolResponse>> From<T> for Instead {
     }
 }
 
+/// What became of an approval request sent to the host.
+enum Elicited {
+    /// The user's answer.
+    Answer(ElicitationAction),
+    /// No answer: out of time, cancelled, or refused with an error. Not a yes.
+    Unanswered(String),
+    /// The host does not take elicitation requests after all (method not found).
+    Unsupported(String),
+}
+
 /// A 2026-07-28 host's retry of an input-required call.
 struct Answer {
     responses: Option<InputResponses>,
@@ -393,24 +448,29 @@ fn form_elicitation(context: &RequestContext<RoleServer>) -> bool {
 
 /// The `needs_approval` result: not an error; the model relays the token.
 fn needs_approval(asked: &Request, token: &str, expires_in_s: u64) -> CallToolResult {
-    let approval = json!({
+    let mut approval = json!({
         "token": token,
         "expires_in_s": expires_in_s,
         "steps": asked.steps,
     });
+    let mut repeat = "\"steps\": <approval.steps, unchanged>".to_owned();
+    if let Some(inputs) = &asked.inputs {
+        approval["inputs"] = inputs.clone();
+        repeat.push_str(", \"inputs\": <approval.inputs, unchanged>");
+    }
+    // The steps are bounded already (each step's arguments as shown); only the prose is
+    // cut, so a host that reads only text can still relay them.
     let text = format!(
-        "{}\n\nNothing ran. To run it, call approve_plan with {{\"token\": \"{token}\", \"steps\": <approval.steps, unchanged>}}; \
-         your user is asked to allow that call. approval.steps:\n{}",
-        asked.message(),
-        serde_json::to_string(&asked.steps).unwrap_or_default()
+        "Nothing ran. To run it, call approve_plan with {{\"token\": \"{token}\", {repeat}}}; \
+         your user is asked to allow that call.\napproval: {}\n\n{}",
+        approval,
+        crate::text::clip(&asked.message(), 2_000)
     );
     let mut result = CallToolResult::structured(json!({
         "status": "needs_approval",
         "approval": approval,
     }));
-    result.content = vec![ContentBlock::text(
-        crate::text::clip(&text, MAX_ERROR_CHARS).into_owned(),
-    )];
+    result.content = vec![ContentBlock::text(text)];
     result.is_error = Some(false);
     result
 }

@@ -162,7 +162,7 @@ async fn a_host_with_elicitation_asks_its_user_once() -> R {
             .map(|s| s.elicitations.clone())
             .unwrap_or_default();
         assert_eq!(asked.len(), 1, "{asked:?}");
-        assert!(asked[0].contains("Goal: save a note"), "{}", asked[0]);
+        assert!(asked[0].contains("goal: \"save a note\""), "{}", asked[0]);
         assert!(
             asked[0].contains("save → files__write_file (destructive)")
                 && asked[0].contains("${list}"),
@@ -304,5 +304,57 @@ async fn the_checkpoint_refuses_an_unapproved_write_whoever_runs_the_plan() -> R
     );
     assert!(note(dir.path()).is_file());
     downstreams.shutdown().await;
+    Ok(())
+}
+
+/// What the user is shown is what runs: the plan's inputs are shown and must be repeated
+/// to approve_plan; arguments too large to show are refused, with nothing run.
+#[tokio::test]
+async fn inputs_are_shown_and_what_cannot_be_shown_does_not_run() -> R {
+    let proxy = start_with(CONFIG, Recorder::default()).await?;
+    let plan = json!({
+        "inputs": {"name": "from-input.txt"},
+        "steps": [{"id": "save", "tool": "files__write_file",
+                   "args": {"path": "${input.name}", "content": "hi"}}]
+    });
+    let asked = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    let approval = json(&asked)["structuredContent"]["approval"].clone();
+    assert_eq!(
+        approval["inputs"],
+        json!({"name": "from-input.txt"}),
+        "{approval:#}"
+    );
+    let without = json!({"token": approval["token"], "steps": approval["steps"]});
+    let refused = proxy
+        .client
+        .call_tool(call("approve_plan", without))
+        .await?;
+    assert!(
+        text(&refused).contains("'inputs' differs"),
+        "{}",
+        text(&refused)
+    );
+    let ran = proxy
+        .client
+        .call_tool(call("approve_plan", approval))
+        .await?;
+    assert_eq!(json(&ran)["structuredContent"]["status"], "succeeded");
+    assert!(proxy.dir.path().join("sandbox/from-input.txt").is_file());
+
+    let keys: serde_json::Map<String, Value> =
+        (0..400).map(|i| (format!("key{i}"), json!(i))).collect();
+    let mut args = json!({"path": "wide.txt", "content": "x"});
+    if let Some(object) = args.as_object_mut() {
+        object.extend(keys);
+    }
+    let wide = json!({"steps": [{"id": "wide", "tool": "files__write_file", "args": args}]});
+    let refused = proxy.client.call_tool(call("execute_plan", wide)).await?;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        text(&refused).contains("cannot be shown for approval"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!proxy.dir.path().join("sandbox/wide.txt").exists());
     Ok(())
 }
