@@ -18,6 +18,9 @@ use crate::plan::ValidatedPlan;
 use crate::policy::{Approval, Approver, Confirm, Policy, Tier};
 use crate::text::clip;
 
+/// The tool that runs a plan the user approved through the model (DESIGN.md §5).
+pub const APPROVE_PLAN_TOOL: &str = "approve_plan";
+
 /// How long a token stays good.
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
 /// Tokens remembered at once (used and expired ones included, so that reusing one says

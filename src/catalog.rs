@@ -39,6 +39,13 @@ impl Pins {
     }
 }
 
+/// planmux's own tools: a downstream tool whose exported name would be one of these (with
+/// `separator = "_"`, server `approve` and tool `plan`) gets a hash suffix instead.
+const RESERVED: [&str; 2] = [
+    crate::plan::EXECUTE_PLAN_TOOL,
+    crate::approval::APPROVE_PLAN_TOOL,
+];
+
 /// Hosts reject longer tool names (the Anthropic and OpenAI APIs cap them at 64).
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -142,7 +149,7 @@ impl Catalog {
             .collect();
         for (name, server, tool) in &mut candidates {
             let raw = format!("{}{separator}{}", server.server, tool.name);
-            if clashing.contains(name) && *name != raw {
+            if clashing.contains(name) && *name != raw || RESERVED.contains(&name.as_str()) {
                 *name = with_hash(&raw, &raw);
             }
         }
@@ -363,6 +370,25 @@ mod tests {
         let mut expected = original;
         expected.name = "fs__read".into();
         assert_eq!(entry, Some(expected));
+    }
+
+    #[test]
+    fn a_downstream_tool_never_takes_planmuxs_own_names() {
+        let catalog = Catalog::build(
+            "_",
+            &[ServerTools {
+                tiers: TierRules::default(),
+                server: "approve".into(),
+                tools: vec![tool("plan")],
+            }],
+            &Policy::default(),
+            &Pins::Unpinned,
+        );
+        let got = names(&catalog);
+        assert!(
+            got[0].starts_with("approve_plan_") && got[0].len() == 21,
+            "{got:?}"
+        );
     }
 
     #[test]

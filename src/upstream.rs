@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{Channel, Request};
+use crate::approval::{APPROVE_PLAN_TOOL, Channel, Request};
 use crate::downstream::{DownstreamError, Downstreams, HostLink, ProgressSink};
 use crate::exec::{Observer, StepRecord, StepStatus, is_error, result_schema};
 use crate::plan::{
@@ -42,9 +42,6 @@ use crate::runner::{PlanRunner, Unchecked};
 /// Longest error text a tool result carries: room for every plan issue reported, a cap
 /// for anything quoted from outside.
 const MAX_ERROR_CHARS: usize = 16_000;
-
-/// The tool that runs a plan the user approved through the model (DESIGN.md §5).
-pub const APPROVE_PLAN_TOOL: &str = "approve_plan";
 
 /// Run records are resources under this prefix: `planmux://runs/{run_id}`.
 const RUNS_URI: &str = "planmux://runs/";
