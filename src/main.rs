@@ -192,13 +192,27 @@ async fn tools(config: Config) -> Result<i32> {
             entry.tier.as_str()
         );
     }
+    let failed: Vec<String> = downstreams
+        .statuses()
+        .into_iter()
+        .filter(|s| !s.ready)
+        .map(|s| {
+            let error = s.error.unwrap_or_default();
+            format!("server '{}' failed to start: {error}", s.name)
+        })
+        .collect();
+    let servers = downstreams.servers().len();
     println!(
-        "{} tools from {} servers",
+        "{} tools from {} of {servers} servers",
         catalog.entries().len(),
-        downstreams.servers().len()
+        servers - failed.len()
     );
+    for line in &failed {
+        eprintln!("planmux: {line}");
+    }
     downstreams.shutdown().await;
-    Ok(0)
+    // Like `check`: a catalog missing a server's tools is not a success.
+    Ok(if failed.is_empty() { 0 } else { 1 })
 }
 
 async fn check(config: Config) -> Result<i32> {

@@ -17,7 +17,7 @@ use crate::approval::{Request, Tokens};
 use crate::config::Config;
 use crate::downstream::{DownstreamError, Downstreams};
 use crate::exec::{InvokeError, Invoker, Observer, RunRecord, RunStore, Settings, run};
-use crate::plan::{Limits, PlanIssue, PlannedStep, ValidatedPlan, prepare};
+use crate::plan::{IssueKind, Limits, PlanIssue, PlannedStep, ValidatedPlan, prepare};
 use crate::policy::{Approval, Approver, Confirm, Route};
 
 /// Why a plan could not be checked. Nothing ran.
@@ -108,6 +108,12 @@ impl PlanRunner {
             () = cancel.cancelled() => return Err(Unchecked::Unfinished("the plan was cancelled while it was being validated".into())),
         };
         match checked {
+            Ok(Ok(Err(Unchecked::Invalid(issues)))) => Err(Unchecked::Invalid(
+                issues
+                    .into_iter()
+                    .map(|i| self.name_failed_server(i))
+                    .collect(),
+            )),
             Err(_) => Err(Unchecked::Unfinished(format!(
                 "validating the plan took longer than {} ms",
                 limit.as_millis()
@@ -117,6 +123,24 @@ impl PlanRunner {
             ))),
             Ok(Ok(Err(unchecked))) => Err(unchecked),
             Ok(Ok(Ok(checked))) => Ok(checked),
+        }
+    }
+
+    /// An unknown tool of a server that failed to start is named as that, not as unknown.
+    fn name_failed_server(&self, issue: PlanIssue) -> PlanIssue {
+        let IssueKind::UnknownTool { name, .. } = &issue.kind else {
+            return issue;
+        };
+        match self.downstreams.never_started(name) {
+            Some(DownstreamError::NeverStarted { server, reason }) => PlanIssue {
+                kind: IssueKind::ServerNotStarted {
+                    name: name.clone(),
+                    server,
+                    reason,
+                },
+                ..issue
+            },
+            _ => issue,
         }
     }
 
@@ -228,6 +252,7 @@ impl Invoker for PlanCalls {
             Err(e @ DownstreamError::Timeout { .. }) => Err(InvokeError::Timeout(e.to_string())),
             Err(
                 e @ (DownstreamError::StartFailed { .. }
+                | DownstreamError::NeverStarted { .. }
                 | DownstreamError::Down { .. }
                 | DownstreamError::Exited { .. }),
             ) => Err(InvokeError::Unavailable(e.to_string())),

@@ -294,6 +294,43 @@ async fn a_broken_server_does_not_stop_the_others() -> R {
         "{stdout}"
     );
     assert!(stdout.contains("2 of 3 servers failed"), "{stdout}");
+
+    // A tool of a server that never started is named as such, not as unknown: called
+    // directly, and in a plan.
+    let called = proxy
+        .client
+        .call_tool(call("missing__read_file", json!({})))
+        .await?;
+    assert_eq!(called.is_error, Some(true));
+    let said = common::text(&called);
+    assert!(
+        said.contains("server 'missing' is configured but failed to start"),
+        "{said}"
+    );
+    let plan = json!({"steps": [{"tool": "crashy__anything"}, {"tool": "crashy:other"}]});
+    let invalid = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    let said = common::text(&invalid);
+    assert_eq!(
+        said.matches("belongs to server 'crashy', which is configured but failed to start")
+            .count(),
+        2,
+        "{said}"
+    );
+
+    // `planmux tools` says how many servers its tools come from, and fails like `check`.
+    let out = Command::new(common::bin())
+        .arg("tools")
+        .arg("--config")
+        .arg(proxy.dir.path().join("servers.toml"))
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("tools from 1 of 3 servers"), "{stdout}");
+    assert!(
+        stderr.contains("server 'missing' failed to start"),
+        "{stderr}"
+    );
     Ok(())
 }
 

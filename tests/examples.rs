@@ -228,7 +228,7 @@ fn tools_and_check_report_the_default_catalog() -> anyhow::Result<()> {
         "{table}"
     );
     assert!(
-        table.trim_end().ends_with("tools from 4 servers"),
+        table.trim_end().ends_with("tools from 4 of 4 servers"),
         "{table}"
     );
     let check = Command::new(planmux)

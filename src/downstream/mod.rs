@@ -40,6 +40,9 @@ pub enum DownstreamError {
     /// The server could not be started just now.
     #[error("server '{server}' failed to start: {reason}")]
     StartFailed { server: String, reason: String },
+    /// A tool of a server that never started: its tools are unknown, not missing.
+    #[error("server '{server}' is configured but failed to start: {reason}")]
+    NeverStarted { server: String, reason: String },
     /// The server is down and backing off before the next restart.
     #[error("server '{server}' is unavailable: {reason} (next restart attempt in {} ms)", .retry_in.as_millis())]
     Down {
@@ -220,6 +223,27 @@ impl Downstreams {
             .collect()
     }
 
+    /// For a name under a server that never started (so its tools are unknown), the error
+    /// that says so. `name` is an exported name, or `server:tool` as plans may write it.
+    pub fn never_started(&self, name: &str) -> Option<DownstreamError> {
+        self.servers.iter().find_map(|s| {
+            let under = |sep: &str| name.starts_with(&format!("{}{sep}", s.config.name));
+            if !(under(&self.separator) || under(":")) || s.startup_time().is_some() {
+                return None;
+            }
+            let reason = match s.state() {
+                State::Failed { error, .. } => error,
+                State::Starting => "it is still starting".into(),
+                State::Closed => "it is shut down".into(),
+                State::Ready(_) => return None,
+            };
+            Some(DownstreamError::NeverStarted {
+                server: s.config.name.clone(),
+                reason,
+            })
+        })
+    }
+
     /// The `[policy]` in force.
     pub fn policy(&self) -> &Policy {
         &self.policy
@@ -254,6 +278,9 @@ impl Downstreams {
         self.started().await;
         let catalog = self.catalog();
         let Some(entry) = catalog.get(&params.name) else {
+            if let Some(failed) = self.never_started(&params.name) {
+                return Err(failed);
+            }
             return Err(DownstreamError::UnknownTool {
                 closest: catalog
                     .closest(&params.name, 3)

@@ -130,6 +130,15 @@ pub enum IssueKind {
         /// Up to three catalog names that look alike.
         closest: Vec<String>,
     },
+    /// A tool of a server that is configured but failed to start: its tools are not known.
+    #[error(
+        "tool \"{name}\" belongs to server '{server}', which is configured but failed to start: {reason}"
+    )]
+    ServerNotStarted {
+        name: String,
+        server: String,
+        reason: String,
+    },
     /// A bare tool name that several servers offer.
     #[error("tool name \"{name}\" is ambiguous: {}", .candidates.join(", "))]
     AmbiguousTool {
@@ -351,6 +360,9 @@ impl IssueKind {
             IssueKind::MissingTool => "set \"tool\" to an exported name from tools/list".into(),
             IssueKind::UnknownTool { .. } => {
                 "use a tool name exactly as tools/list shows it (<server>__<tool>)".into()
+            }
+            IssueKind::ServerNotStarted { server, .. } => {
+                format!("run `planmux check` to see why '{server}' does not start")
             }
             IssueKind::AmbiguousTool { .. } => {
                 "use the exported name, or add \"server\" beside the bare tool name".into()
