@@ -764,6 +764,109 @@ async fn everything_over_streamable_http_round_trips() -> R {
 // server-filesystem and server-memory
 // ---------------------------------------------------------------------------------------
 
+/// server-filesystem started without folders takes the host's roots, asked for while
+/// the host may still be connecting (planmux waits for it), and follows the host's
+/// `roots/list_changed`.
+#[tokio::test]
+async fn filesystem_takes_the_hosts_roots_and_their_changes() -> R {
+    let _t = Timer::start("filesystem_takes_the_hosts_roots_and_their_changes");
+    let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let a = std::fs::canonicalize(a.path())?;
+    let b = std::fs::canonicalize(b.path())?;
+    let uri = |p: &std::path::Path| format!("file://{}", p.display());
+    let host = common::Recorder {
+        capable: true,
+        ..Default::default()
+    };
+    if let Ok(mut roots) = host.roots.lock() {
+        roots.push(uri(&a));
+    }
+    let proxy = common::start_with(
+        &stdio_server("fs", node(), &[&entry(FILESYSTEM)], ""),
+        host.clone(),
+    )
+    .await?;
+    let allowed = || async {
+        let listed = proxy
+            .client
+            .call_tool(call("fs__list_allowed_directories", json!({})))
+            .await;
+        listed.map(|r| text(&r)).unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = allowed().await;
+    while !seen.contains(&a.display().to_string()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = allowed().await;
+    }
+    assert!(seen.contains(&a.display().to_string()), "{seen}");
+
+    if let Ok(mut roots) = host.roots.lock() {
+        *roots = vec![uri(&b)];
+    }
+    proxy.client.notify_roots_list_changed().await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = allowed().await;
+    while !seen.contains(&b.display().to_string()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = allowed().await;
+    }
+    assert!(
+        seen.contains(&b.display().to_string()) && !seen.contains(&a.display().to_string()),
+        "{seen}"
+    );
+    Ok(())
+}
+
+/// A host that finishes its handshake after server-filesystem asked for roots: planmux
+/// holds the server's request until the host is there, and the server gets the host's
+/// folder instead of an error (after which it would have none).
+#[test]
+fn filesystem_asking_for_roots_before_the_host_is_connected_gets_them() -> R {
+    let _t = Timer::start("filesystem_asking_for_roots_before_the_host_is_connected_gets_them");
+    let dir = tempfile::tempdir()?;
+    let root = std::fs::canonicalize(dir.path())?;
+    let mut raw = common::RawProxy::start(&stdio_server("fs", node(), &[&entry(FILESYSTEM)], ""))?;
+    // Long enough for the server to start and ask; within planmux's wait for the host.
+    std::thread::sleep(Duration::from_millis(1500));
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"late-host","version":"0"}}}"#)?;
+    let ask = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"fs__list_allowed_directories","arguments":{{}}}}}}"#
+        )
+    };
+    // Every answer is followed by the next question, so a read never waits for nothing.
+    let (mut asked, mut said) = (false, String::new());
+    for _ in 0..100 {
+        let message = raw.read()?;
+        if message["method"] == "roots/list" {
+            let reply = json!({"jsonrpc": "2.0", "id": message["id"],
+                "result": {"roots": [{"uri": format!("file://{}", root.display()), "name": "work"}]}});
+            raw.send(&reply.to_string())?;
+            asked = true;
+        } else if message["id"] == 1 {
+            raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+            raw.send(&ask(2))?;
+        } else if let Some(id) = message["id"].as_u64().filter(|id| *id >= 2) {
+            said = message["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if said.contains(&root.display().to_string()) {
+                return Ok(());
+            }
+            // The server applies the roots it got a moment after answering: ask again.
+            std::thread::sleep(Duration::from_millis(100));
+            raw.send(&ask(id + 1))?;
+        }
+    }
+    anyhow::ensure!(
+        asked,
+        "server-filesystem never asked for roots through planmux"
+    );
+    anyhow::bail!("the server never allowed the host's folder: {said}")
+}
+
 #[tokio::test]
 async fn filesystem_write_then_read_matches_direct() -> R {
     let _t = Timer::start("filesystem_write_then_read_matches_direct");

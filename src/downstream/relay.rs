@@ -20,10 +20,16 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionSink};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
 use tokio::sync::Notify;
 
+/// How long a downstream's request (roots, sampling, elicitation) waits for a host that
+/// is still connecting.
+const HOST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The host connected upstream, once it has connected.
 #[derive(Default)]
 pub struct HostLink {
     peer: RwLock<Option<Peer<RoleServer>>>,
+    /// Woken when a host connects, for requests that came before it.
+    connected: Notify,
     /// `subscriptions/listen` streams of hosts on protocol 2026-07-28, by request.
     listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
     next_listener: AtomicU64,
@@ -35,6 +41,7 @@ impl HostLink {
     /// Remembers the host's peer (called by the upstream server on each connection).
     pub fn set(&self, peer: Peer<RoleServer>) {
         *self.peer.write().unwrap_or_else(PoisonError::into_inner) = Some(peer);
+        self.connected.notify_waiters();
     }
 
     /// The host's peer, if a host is connected.
@@ -147,10 +154,21 @@ impl HostLink {
         let _ = tokio::time::timeout(limit, peer.notify_logging_message(param)).await;
     }
 
-    fn capabilities(&self) -> Option<(Peer<RoleServer>, ClientCapabilities)> {
-        let peer = self.get()?;
-        let caps = peer.peer_info()?.capabilities.clone();
-        Some((peer, caps))
+    /// The host's peer and capabilities, waiting up to [`HOST_WAIT`] for a host that has
+    /// not finished its handshake yet (servers start, and may ask for roots, before it).
+    async fn capabilities(&self) -> Option<(Peer<RoleServer>, ClientCapabilities)> {
+        let deadline = tokio::time::Instant::now() + HOST_WAIT;
+        loop {
+            let connected = self.connected.notified();
+            if let Some(peer) = self.get() {
+                // A 2026-07-28 host has no session to send requests on: no wait helps.
+                let caps = peer.peer_info()?.capabilities.clone();
+                return Some((peer, caps));
+            }
+            if tokio::time::timeout_at(deadline, connected).await.is_err() {
+                return None;
+            }
+        }
     }
 }
 
@@ -265,6 +283,7 @@ impl ClientHandler for Relay {
         let (peer, caps) = self
             .host
             .capabilities()
+            .await
             .ok_or_else(|| unsupported("sampling"))?;
         if caps.sampling.is_none() {
             return Err(unsupported("sampling"));
@@ -290,6 +309,7 @@ impl ClientHandler for Relay {
         let (peer, caps) = self
             .host
             .capabilities()
+            .await
             .ok_or_else(|| unsupported("roots"))?;
         if caps.roots.is_none() {
             return Err(unsupported("roots"));
@@ -316,6 +336,7 @@ impl ClientHandler for Relay {
         let (peer, caps) = self
             .host
             .capabilities()
+            .await
             .ok_or_else(|| unsupported("elicitation"))?;
         if caps.elicitation.is_none() {
             return Err(unsupported("elicitation"));

@@ -61,6 +61,8 @@ pub struct Recorder {
     pub seen: Arc<Mutex<Seen>>,
     pub capable: bool,
     pub elicit: Elicit,
+    /// The host's roots as URIs (`file:///work` when empty).
+    pub roots: Arc<Mutex<Vec<String>>>,
 }
 
 impl ClientHandler for Recorder {
@@ -112,10 +114,16 @@ impl ClientHandler for Recorder {
         &self,
         _: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        serde_json::from_value(
-            serde_json::json!({"roots": [{"uri": "file:///work", "name": "work"}]}),
-        )
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        let mut uris = self.roots.lock().map(|r| r.clone()).unwrap_or_default();
+        if uris.is_empty() {
+            uris.push("file:///work".into());
+        }
+        let roots: Vec<Value> = uris
+            .iter()
+            .map(|uri| serde_json::json!({"uri": uri, "name": "root"}))
+            .collect();
+        serde_json::from_value(serde_json::json!({ "roots": roots }))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
     async fn on_logging_message(
