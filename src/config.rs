@@ -26,6 +26,7 @@ pub const DEFAULT_MAX_PLAN_STEPS: usize = crate::plan::DEFAULT_MAX_PLAN_STEPS;
 /// Per output value returned to the model: about 2,000 tokens.
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 8_000;
 /// Connecting and listing tools: `npx -y` may download a package on first use.
+pub const DEFAULT_LIST_GRACE_MS: u64 = 3_000;
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 30_000;
 
 /// The config planmux uses when no file is found: the built-in demo servers, so that a
@@ -69,6 +70,10 @@ pub struct ProxySettings {
     pub max_plan_steps: usize,
     pub max_output_chars: usize,
     pub startup_timeout: Duration,
+    /// How long the host's handshake and lists wait for slow servers before answering
+    /// with those that are ready (`list_grace_ms`); late ones are announced with
+    /// `list_changed`.
+    pub list_grace: Duration,
     /// Largest and deepest message accepted from the host or a downstream
     /// (`max_message_bytes`, `max_nesting`).
     pub wire: crate::wire::Limits,
@@ -86,6 +91,7 @@ impl Default for ProxySettings {
             max_plan_steps: DEFAULT_MAX_PLAN_STEPS,
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             startup_timeout: Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS),
+            list_grace: Duration::from_millis(DEFAULT_LIST_GRACE_MS),
             wire: crate::wire::Limits::default(),
             audit_log: None,
         }

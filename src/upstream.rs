@@ -11,15 +11,16 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ClientResult, CompleteRequestParams, CompleteResult, ContentBlock, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, ErrorCode,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InputRequest, InputRequests,
-    InputRequiredResult, InputResponses, JsonObject, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ResultType, ServerCapabilities, ServerConfig, ServerRequest, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    ClientResult, CompleteRequestParams, CompleteResult, ContentBlock, DiscoverResult,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, InputRequest, InputRequests, InputRequiredResult, InputResponses, JsonObject,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ResultType, ServerCapabilities, ServerConfig,
+    ServerRequest, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, PeerRequestOptions, RequestContext, ServiceError, SubscriptionContext,
@@ -70,6 +71,40 @@ impl Upstream {
             host,
             shutdown,
         }
+    }
+
+    /// Waits for the servers' first start: in full for a host that ignores `list_changed`,
+    /// else within the list grace.
+    async fn settle(&self, context: &RequestContext<RoleServer>) {
+        let full = context
+            .client_info()
+            .is_some_and(|info| IGNORE_LIST_CHANGED.contains(&info.name.as_str()));
+        self.downstreams.settled(full).await;
+    }
+
+    /// planmux's instructions, then each server's own under its name, bounded: each to
+    /// 2,000 characters, all to 8,000 (the servers that no longer fit are named).
+    fn instructions(&self) -> String {
+        let mut text = OWN_INSTRUCTIONS.to_owned();
+        let mut left_out = Vec::new();
+        for (server, own) in self.downstreams.instructions() {
+            let part = format!(
+                "\n\n## {server}\n{}",
+                crate::text::clip(own.trim(), MAX_SERVER_INSTRUCTIONS)
+            );
+            if text.len() + part.len() > MAX_INSTRUCTIONS {
+                left_out.push(server);
+            } else {
+                text.push_str(&part);
+            }
+        }
+        if !left_out.is_empty() {
+            text.push_str(&format!(
+                "\n\n(Instructions of {} left out for length.)",
+                left_out.join(", ")
+            ));
+        }
+        text
     }
 
     /// The `execute_plan` tool definition. Its hints are honest about what a plan can
@@ -400,6 +435,20 @@ fn unchecked(why: Unchecked) -> CallToolResponse {
     }
 }
 
+/// Hosts known to ignore `list_changed` (by `clientInfo.name`): their lists wait for
+/// every server's first start, since a server announced later would never be seen.
+/// Claude Desktop reads the tool list once per connection.
+const IGNORE_LIST_CHANGED: [&str; 1] = ["claude-ai"];
+
+/// Longest instructions taken from one server, and from all of them together.
+const MAX_SERVER_INSTRUCTIONS: usize = 2_000;
+const MAX_INSTRUCTIONS: usize = 8_000;
+
+/// planmux's own instructions, before each server's.
+const OWN_INSTRUCTIONS: &str = "planmux fronts several MCP servers: their tools and prompts are \
+    listed as <server>__<name>, their resources under their own URIs. To run several calls \
+    that feed each other, send one execute_plan instead of one call per turn.";
+
 /// The key of planmux's approval request among a 2026-07-28 host's input requests.
 const APPROVAL_KEY: &str = "planmux_approval";
 
@@ -576,11 +625,29 @@ impl ServerHandler for Upstream {
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("planmux", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "planmux fronts several MCP servers: their tools are listed as <server>__<tool>. \
-                 To run several calls that feed each other, send one execute_plan instead of one \
-                 call per turn.",
-            )
+            .with_instructions(self.instructions())
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // The answer carries the servers' instructions: give slow servers the list grace.
+        context.peer.set_peer_info(request.clone());
+        self.settle(&context).await;
+        self.negotiate_initialize(&request)
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        self.settle(&context).await;
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     fn accepted_subscription_filter(
@@ -639,9 +706,9 @@ impl ServerHandler for Upstream {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.downstreams.started().await;
+        self.settle(&context).await;
         let catalog = self.downstreams.catalog();
         let mut tools: Vec<Tool> = catalog.definitions().cloned().collect();
         tools.push(self.execute_plan_tool());
@@ -667,7 +734,7 @@ impl ServerHandler for Upstream {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = self
             .runner
@@ -694,7 +761,7 @@ impl ServerHandler for Upstream {
                 resource
             })
             .collect::<Vec<_>>();
-        self.downstreams.started().await;
+        self.settle(&context).await;
         let catalog = self.downstreams.catalog();
         let mut all: Vec<Resource> = catalog.resources().resources().cloned().collect();
         all.extend(resources);
@@ -704,7 +771,7 @@ impl ServerHandler for Upstream {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let mut template = ResourceTemplate::new(
             format!("{RUNS_URI}{{run_id}}"),
@@ -714,7 +781,7 @@ impl ServerHandler for Upstream {
             "The full record of a recent execute_plan run: resolved arguments, outputs, timings.",
         );
         template.mime_type = Some("application/json".into());
-        self.downstreams.started().await;
+        self.settle(&context).await;
         let catalog = self.downstreams.catalog();
         let mut all: Vec<ResourceTemplate> = catalog.resources().templates().cloned().collect();
         all.push(template);
@@ -750,9 +817,9 @@ impl ServerHandler for Upstream {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.downstreams.started().await;
+        self.settle(&context).await;
         let catalog = self.downstreams.catalog();
         let prompts = catalog.resources().prompts().cloned().collect();
         Ok(ListPromptsResult::with_all_items(prompts))

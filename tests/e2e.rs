@@ -582,20 +582,55 @@ async fn the_handshake_is_answered_while_servers_start() -> R {
     let dir = tempfile::tempdir()?;
     let flag = dir.path().join("go");
     let config = format!(
-        "{}\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"while [ ! -e {} ]; do sleep 0.02; done; exec {} demo chaos\"]\n",
+        "[proxy]\nlist_grace_ms = 300\n{}\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"while [ ! -e {} ]; do sleep 0.02; done; exec {} demo chaos\"]\n",
         chaos_config(""),
         flag.display(),
         common::bin()
     );
-    // Connecting completes although `slow` cannot have started yet.
+    // Connecting completes although `slow` cannot have started yet, and the tools that
+    // are ready are listed after the grace.
     let proxy = tokio::time::timeout(Duration::from_secs(20), start(&config)).await??;
-    std::fs::write(&flag, "")?;
     let tools =
-        tokio::time::timeout(Duration::from_secs(20), proxy.client.list_all_tools()).await??;
-    assert!(
-        tools.iter().any(|t| t.name == "slow__echo")
-            && tools.iter().any(|t| t.name == "chaos__echo")
+        tokio::time::timeout(Duration::from_secs(5), proxy.client.list_all_tools()).await??;
+    assert!(tools.iter().any(|t| t.name == "chaos__echo"));
+    assert!(!tools.iter().any(|t| t.name == "slow__echo"));
+    // The late server is announced with list_changed.
+    std::fs::write(&flag, "")?;
+    let seen = proxy.recorder.seen.clone();
+    let announced = common::eventually(Duration::from_secs(20), || {
+        seen.lock().map(|s| s.list_changed > 0).unwrap_or(false)
+    })
+    .await;
+    assert!(announced, "no list_changed for the late server");
+    let tools = proxy.client.list_all_tools().await?;
+    assert!(tools.iter().any(|t| t.name == "slow__echo"));
+    Ok(())
+}
+
+/// A host known to ignore `list_changed` (Claude Desktop, `claude-ai`) gets lists only
+/// once every server has started, however long past the grace that takes.
+#[tokio::test]
+async fn a_host_that_ignores_list_changed_waits_for_every_server() -> R {
+    let dir = tempfile::tempdir()?;
+    let flag = dir.path().join("go");
+    let config = format!(
+        "[proxy]\nlist_grace_ms = 100\n{}\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"while [ ! -e {} ]; do sleep 0.02; done; exec {} demo chaos\"]\n",
+        chaos_config(""),
+        flag.display(),
+        common::bin()
     );
+    let flag_later = flag.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let _ = std::fs::write(flag_later, "");
+    });
+    let host = common::Recorder {
+        name: Some("claude-ai"),
+        ..Default::default()
+    };
+    let proxy = common::start_with(&config, host).await?;
+    let tools = proxy.client.list_all_tools().await?;
+    assert!(tools.iter().any(|t| t.name == "slow__echo"));
     Ok(())
 }
 

@@ -339,6 +339,26 @@ async fn everything_prompts_resources_and_completions_pass_through() -> R {
     let direct = direct_mirror(node(), &[&entry(EVERYTHING)], &[]).await?;
     let via = &proxy.client;
 
+    // The server's instructions reach the host, under its name, within planmux's own.
+    let own = direct
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .unwrap_or_default();
+    let merged = via
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .unwrap_or_default();
+    assert!(
+        own.len() > 200,
+        "server-everything gave no instructions: {own:?}"
+    );
+    let expected = format!("## everything\n{}", own.trim());
+    assert!(
+        merged.starts_with("planmux fronts")
+            && merged.contains(&expected[..expected.len().min(1500)]),
+        "{merged}"
+    );
+
     let strip = |mut value: Value| {
         if let Value::Object(map) = &mut value {
             map.remove("name");

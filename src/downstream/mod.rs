@@ -121,6 +121,8 @@ pub struct Downstreams {
     started: tokio::sync::watch::Sender<bool>,
     /// URIs that tool results linked, and the server of each.
     links: resources::Links,
+    /// How long the host's lists wait for slow servers (`[proxy] list_grace_ms`).
+    list_grace: Duration,
 }
 
 impl Downstreams {
@@ -163,6 +165,7 @@ impl Downstreams {
             shutdown: CancellationToken::new(),
             started: tokio::sync::watch::channel(false).0,
             links: resources::Links::default(),
+            list_grace: config.proxy.list_grace,
         });
         tracker.spawn(refresh_changed(
             Arc::downgrade(&this),
@@ -172,14 +175,39 @@ impl Downstreams {
         this
     }
 
-    /// Starts every server concurrently, builds the catalog, and marks the set started.
+    /// Starts every server concurrently and marks the set started. The catalog is rebuilt
+    /// as each server comes up, so a slow one does not hold back the others' tools; a host
+    /// that already listed them is told of each change.
     pub async fn connect_all(&self) {
         futures::future::join_all(self.servers.iter().map(|s| async move {
             let _ = s.live().await;
+            let changed = self.rebuild_and_notify().await;
+            if changed.any() {
+                self.host.notify_changed(changed).await;
+            }
         }))
         .await;
-        self.rebuild_and_notify().await;
         self.started.send_replace(true);
+    }
+
+    /// Waits until every server's first start has ended, or, unless `full`, until the list
+    /// grace (`[proxy] list_grace_ms`) has passed: the host's lists then show what is ready
+    /// and late servers are announced with `list_changed`.
+    pub async fn settled(&self, full: bool) {
+        if full {
+            self.started().await;
+        } else {
+            let _ = tokio::time::timeout(self.list_grace, self.started()).await;
+        }
+    }
+
+    /// Each server's own `instructions`, in config order, for those that gave some.
+    pub fn instructions(&self) -> Vec<(String, String)> {
+        self.servers
+            .iter()
+            .filter_map(|s| Some((s.config.name.clone(), s.instructions()?)))
+            .filter(|(_, text)| !text.trim().is_empty())
+            .collect()
     }
 
     /// Waits until the first start of every server has ended (in success or failure).

@@ -223,6 +223,15 @@ impl Server {
             .clone()
     }
 
+    /// Its `instructions`, as it gave them.
+    pub fn instructions(&self) -> Option<String> {
+        self.offer
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .instructions
+            .clone()
+    }
+
     /// Keeps what the server listed, its tools filtered by include/exclude.
     fn keep(&self, mut offer: Offer) {
         offer.tools.retain(|t| self.config.keeps(&t.name));

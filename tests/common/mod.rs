@@ -63,6 +63,8 @@ pub struct Recorder {
     pub elicit: Elicit,
     /// The host's roots as URIs (`file:///work` when empty).
     pub roots: Arc<Mutex<Vec<String>>>,
+    /// The `clientInfo.name` it connects with (`planmux-tests` when `None`).
+    pub name: Option<&'static str>,
 }
 
 impl ClientHandler for Recorder {
@@ -76,7 +78,8 @@ impl ClientHandler for Recorder {
         } else {
             ClientCapabilities::default()
         };
-        ClientConfig::new(capabilities, Implementation::new("planmux-tests", "0"))
+        let name = self.name.unwrap_or("planmux-tests");
+        ClientConfig::new(capabilities, Implementation::new(name, "0"))
     }
 
     async fn create_message(
