@@ -20,10 +20,14 @@ use crate::wire::LineTransport;
 /// How long calls in flight may take to wind down once the host has hung up.
 const DRAIN: Duration = Duration::from_secs(1);
 
+/// How long the downstreams wait for the host's first message before starting, so that
+/// they are offered what the host supports (hosts speak at once when they launch planmux).
+const HOST_ARRIVAL: Duration = Duration::from_secs(1);
+
 /// Serves MCP to the host at the other end of `read`/`write` until the host hangs up or
 /// `shutdown` resolves; then stops the calls in flight and closes every downstream (their
-/// processes gone) before returning. The host's handshake is answered at once, while the
-/// downstreams start.
+/// processes gone) before returning. The downstreams start once the host has introduced
+/// itself; its handshake is answered when they are ready, or after `list_grace_ms`.
 pub async fn serve<R, W>(
     config: &Config,
     read: R,
@@ -38,8 +42,12 @@ where
     let stop = CancellationToken::new();
     let downstreams = Downstreams::new(config, host.clone());
     let starting = tokio::spawn({
-        let downstreams = downstreams.clone();
-        async move { downstreams.connect_all().await }
+        let (downstreams, host) = (downstreams.clone(), host.clone());
+        async move {
+            // Servers are offered what the host supports: let it introduce itself first.
+            host.arrival(HOST_ARRIVAL).await;
+            downstreams.connect_all().await;
+        }
     });
     let transport = LineTransport::new(read, write, config.proxy.wire, "the host").serving();
     // The host hanging up is noticed even while rmcp is still draining requests.

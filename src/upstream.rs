@@ -635,6 +635,7 @@ impl ServerHandler for Upstream {
     ) -> Result<InitializeResult, ErrorData> {
         // The answer carries the servers' instructions: give slow servers the list grace.
         context.peer.set_peer_info(request.clone());
+        self.host.set(context.peer.clone());
         self.settle(&context).await;
         self.negotiate_initialize(&request)
     }
@@ -643,6 +644,9 @@ impl ServerHandler for Upstream {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
+        if self.host.get().is_none() {
+            self.host.set(context.peer.clone());
+        }
         self.settle(&context).await;
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
@@ -691,6 +695,7 @@ impl ServerHandler for Upstream {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.host.set(context.peer);
+        self.host.set_initialized();
     }
 
     async fn set_level(

@@ -225,7 +225,13 @@ fn describe_difference(via: &BTreeMap<String, Value>, orig: &BTreeMap<String, Va
 #[tokio::test]
 async fn everything_tools_list_is_the_direct_list_prefixed() -> R {
     let _t = Timer::start("everything_tools_list_is_the_direct_list_prefixed");
-    let proxy = start(&everything_config("")).await?;
+    // A host with the direct client's capabilities (roots, sampling, elicitation): planmux
+    // offers the server what its host supports, so the server lists the same tools.
+    let capable = common::Recorder {
+        capable: true,
+        ..Default::default()
+    };
+    let proxy = common::start_with(&everything_config(""), capable).await?;
     let direct = direct_mirror(node(), &[&entry(EVERYTHING)], &[]).await?;
     // server-everything registers its capability-dependent tools after `initialized` and
     // announces them with list_changed: let both sides settle.
@@ -267,6 +273,58 @@ async fn everything_tools_list_is_the_direct_list_prefixed() -> R {
         describe_difference(&via, &orig)
     );
     drop(direct);
+
+    // A host without those capabilities: the server is not offered them, so it hides
+    // the tools that would need them, as it would for that host directly.
+    let plain = start(&everything_config("")).await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let names = loop {
+        let names: Vec<String> = plain
+            .client
+            .list_all_tools()
+            .await?
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        if names.iter().any(|n| n == "everything__echo") || Instant::now() > deadline {
+            break names;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for needs in [
+        "get-roots-list",
+        "trigger-elicitation-request",
+        "trigger-sampling-request",
+    ] {
+        assert!(via.contains_key(needs), "a capable host lacks {needs}");
+        assert!(
+            !names.contains(&format!("everything__{needs}")),
+            "{needs} offered to a host that cannot serve it: {names:?}"
+        );
+    }
+    assert!(!via.contains_key("trigger-url-elicitation"));
+    // A host that takes URL elicitation too gets the server's URL-elicitation tool.
+    let url_host = common::Recorder {
+        capable: true,
+        url_elicitation: true,
+        ..Default::default()
+    };
+    let with_url = common::start_with(&everything_config(""), url_host).await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tools = with_url.client.list_all_tools().await?;
+        if tools
+            .iter()
+            .any(|t| t.name == "everything__trigger-url-elicitation")
+        {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "no URL-elicitation tool for a host that supports it"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     Ok(())
 }
 

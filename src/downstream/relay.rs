@@ -30,6 +30,9 @@ pub struct HostLink {
     peer: RwLock<Option<Peer<RoleServer>>>,
     /// Woken when a host connects, for requests that came before it.
     connected: Notify,
+    /// Whether the host finished its handshake (`notifications/initialized`): nothing but
+    /// the handshake's answer may reach it before.
+    initialized: std::sync::atomic::AtomicBool,
     /// `subscriptions/listen` streams of hosts on protocol 2026-07-28, by request.
     listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
     next_listener: AtomicU64,
@@ -50,6 +53,49 @@ impl HostLink {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The host finished its handshake: notifications may go to it.
+    pub fn set_initialized(&self) {
+        self.initialized.store(true, Ordering::Release);
+        self.connected.notify_waiters();
+    }
+
+    /// Waits until a host has connected (its handshake or first request), at most `limit`.
+    pub async fn arrival(&self, limit: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let connected = self.connected.notified();
+            if self.get().is_some() {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, connected).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// What planmux offers a downstream: what the host declared (roots, sampling,
+    /// elicitation with its modes), so a server shows the tools the host can serve. A
+    /// 2026-07-28 host takes no requests from a server: nothing is offered. Before any host
+    /// connects (and for `planmux run`), the usual set; requests then fail clearly.
+    pub fn offer(&self) -> ClientCapabilities {
+        let Some(peer) = self.get() else {
+            return ClientCapabilities::builder()
+                .enable_roots()
+                .enable_sampling()
+                .enable_elicitation()
+                .build();
+        };
+        let Some(info) = peer.peer_info() else {
+            return ClientCapabilities::default();
+        };
+        let host = &info.capabilities;
+        let mut offer = ClientCapabilities::default();
+        offer.roots = host.roots.clone();
+        offer.sampling = host.sampling.clone();
+        offer.elicitation = host.elicitation.clone();
+        offer
     }
 
     /// Relays only downstream log messages at `level` or more severe.
@@ -92,7 +138,8 @@ impl HostLink {
     /// host, and on every listen stream of a 2026-07-28 host (each stream gets only what
     /// it asked for).
     pub async fn notify_changed(&self, changed: Changed) {
-        if let Some(peer) = self.get().filter(|p| p.peer_info().is_some()) {
+        let ready = self.initialized.load(Ordering::Acquire);
+        if let Some(peer) = self.get().filter(|p| ready && p.peer_info().is_some()) {
             if changed.tools {
                 let _ = peer.notify_tool_list_changed().await;
             }
@@ -118,7 +165,8 @@ impl HostLink {
 
     /// Tells the host a resource it subscribed to was updated (URI as the server gave it).
     pub async fn notify_resource_updated(&self, params: ResourceUpdatedNotificationParam) {
-        if let Some(peer) = self.get().filter(|p| p.peer_info().is_some()) {
+        let ready = self.initialized.load(Ordering::Acquire);
+        if let Some(peer) = self.get().filter(|p| ready && p.peer_info().is_some()) {
             let _ = peer.notify_resource_updated(params.clone()).await;
         }
         for sink in self.sinks() {
@@ -155,7 +203,8 @@ impl HostLink {
     }
 
     /// The host's peer and capabilities, waiting up to [`HOST_WAIT`] for a host that has
-    /// not finished its handshake yet (servers start, and may ask for roots, before it).
+    /// not finished its handshake yet (servers start, and may ask for roots, before it
+    /// ends).
     async fn capabilities(&self) -> Option<(Peer<RoleServer>, ClientCapabilities)> {
         let deadline = tokio::time::Instant::now() + HOST_WAIT;
         loop {
@@ -163,7 +212,10 @@ impl HostLink {
             if let Some(peer) = self.get() {
                 // A 2026-07-28 host has no session to send requests on: no wait helps.
                 let caps = peer.peer_info()?.capabilities.clone();
-                return Some((peer, caps));
+                // Nothing may reach a host before its handshake is done.
+                if self.initialized.load(Ordering::Acquire) {
+                    return Some((peer, caps));
+                }
             }
             if tokio::time::timeout_at(deadline, connected).await.is_err() {
                 return None;
@@ -262,13 +314,7 @@ fn relay_error(what: &str, error: rmcp::service::ServiceError) -> ErrorData {
 
 impl ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
-        // Offered to every downstream; when the host lacks one, the relayed request gets a
-        // clear error instead (downstreams connect before any host does).
-        let capabilities = ClientCapabilities::builder()
-            .enable_roots()
-            .enable_sampling()
-            .enable_elicitation()
-            .build();
+        let capabilities = self.host.offer();
         ClientConfig::new(
             capabilities,
             Implementation::new("planmux", env!("CARGO_PKG_VERSION")),

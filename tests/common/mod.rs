@@ -65,16 +65,25 @@ pub struct Recorder {
     pub roots: Arc<Mutex<Vec<String>>>,
     /// The `clientInfo.name` it connects with (`planmux-tests` when `None`).
     pub name: Option<&'static str>,
+    /// With `capable`, declare both elicitation modes (form and URL).
+    pub url_elicitation: bool,
 }
 
 impl ClientHandler for Recorder {
     fn get_info(&self) -> ClientConfig {
         let capabilities = if self.capable {
-            ClientCapabilities::builder()
+            let mut caps = ClientCapabilities::builder()
                 .enable_roots()
                 .enable_sampling()
                 .enable_elicitation()
-                .build()
+                .build();
+            if self.url_elicitation {
+                let mut modes = rmcp::model::ElicitationCapability::default();
+                modes.form = Some(rmcp::model::FormElicitationCapability::default());
+                modes.url = Some(rmcp::model::UrlElicitationCapability::default());
+                caps.elicitation = Some(modes);
+            }
+            caps
         } else {
             ClientCapabilities::default()
         };
