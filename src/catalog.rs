@@ -85,6 +85,8 @@ pub struct Entry {
 #[derive(Debug, Clone)]
 pub struct ServerTools {
     pub server: String,
+    /// Whether its names carry the server's prefix (`namespace`, true by default).
+    pub namespace: bool,
     pub tools: Vec<Tool>,
     /// How its tools get their tiers.
     pub tiers: TierRules,
@@ -111,6 +113,8 @@ pub struct Catalog {
     specs: Vec<ToolSpec>,
     /// Prompts, resources and templates.
     resources: Resources,
+    /// Names two tools would both export (one is left out), as messages.
+    clashes: Vec<String>,
 }
 
 impl Catalog {
@@ -130,7 +134,7 @@ impl Catalog {
             .flat_map(|s| s.tools.iter().map(move |t| (s, t)))
             .map(|(server, tool)| {
                 (
-                    export_name(&server.server, separator, &tool.name),
+                    exported(&server.server, server.namespace, separator, &tool.name),
                     server,
                     tool,
                 )
@@ -148,7 +152,10 @@ impl Catalog {
             .map(|(name, _)| name.to_string())
             .collect();
         for (name, server, tool) in &mut candidates {
-            let raw = format!("{}{separator}{}", server.server, tool.name);
+            let raw = match server.namespace {
+                true => format!("{}{separator}{}", server.server, tool.name),
+                false => tool.name.to_string(),
+            };
             if clashing.contains(name) && *name != raw || RESERVED.contains(&name.as_str()) {
                 *name = with_hash(&raw, &raw);
             }
@@ -156,8 +163,13 @@ impl Catalog {
         let mut catalog = Catalog::default();
         for (name, tools, tool) in candidates {
             let server = tools.server.as_str();
-            if catalog.by_name.contains_key(&name) {
-                tracing::warn!(tool = %name, server, "two tools export the same name; keeping the first");
+            if let Some(&first) = catalog.by_name.get(&name) {
+                let clash = format!(
+                    "tool '{}' of server '{server}' exports as '{name}', which server '{}' has already; it is left out (set namespace = true on one of them)",
+                    tool.name, catalog.entries[first].server
+                );
+                tracing::error!("{clash}");
+                catalog.clashes.push(clash);
                 continue;
             }
             if policy.denies(&name) {
@@ -208,6 +220,11 @@ impl Catalog {
         &self.resources
     }
 
+    /// Names two tools would both export, as messages (one of each was left out).
+    pub fn clashes(&self) -> &[String] {
+        &self.clashes
+    }
+
     /// Tools held back by `servers.lock`.
     pub fn quarantined(&self) -> &[Quarantined] {
         &self.quarantined
@@ -255,6 +272,22 @@ impl Catalog {
         scored.sort();
         scored.into_iter().take(n).map(|(_, name)| name).collect()
     }
+}
+
+/// The name a server's tool or prompt is exported under: `<server><separator><name>`, or
+/// its own name when the server is not namespaced, made safe either way.
+pub fn exported(server: &str, namespace: bool, separator: &str, name: &str) -> String {
+    if namespace {
+        return export_name(server, separator, name);
+    }
+    let clean: String = name
+        .chars()
+        .map(|c| if is_name_char(c) { c } else { '_' })
+        .collect();
+    if clean.is_empty() || clean.len() > MAX_NAME_LEN {
+        return with_hash(if clean.is_empty() { "_" } else { &clean }, name);
+    }
+    clean
 }
 
 /// `<server><separator><tool>` with every character outside `[A-Za-z0-9_-]` replaced by
@@ -334,6 +367,7 @@ mod tests {
             "__",
             &[ServerTools {
                 tiers: TierRules::default(),
+                namespace: true,
                 server: "s".into(),
                 tools: vec![tool("a.b"), tool("a_b"), tool("a b")],
             }],
@@ -360,6 +394,7 @@ mod tests {
             "__",
             &[ServerTools {
                 tiers: TierRules::default(),
+                namespace: true,
                 server: "fs".into(),
                 tools: vec![original.clone()],
             }],
@@ -378,6 +413,7 @@ mod tests {
             "_",
             &[ServerTools {
                 tiers: TierRules::default(),
+                namespace: true,
                 server: "approve".into(),
                 tools: vec![tool("plan")],
             }],
@@ -397,6 +433,7 @@ mod tests {
             "__",
             &[ServerTools {
                 tiers: TierRules::default(),
+                namespace: true,
                 server: "metrics".into(),
                 tools: vec![
                     tool("list_metrics"),

@@ -132,6 +132,9 @@ pub struct ServerConfig {
     pub include: Option<GlobSet>,
     /// Downstream tool names to drop, applied after `include`.
     pub exclude: Option<GlobSet>,
+    /// Whether its tools and prompts are exported as `<server>__<name>` (the default) or
+    /// under their own names.
+    pub namespace: bool,
     pub enabled: bool,
     pub call_timeout: Duration,
     pub startup_timeout: Duration,

@@ -68,8 +68,8 @@ enum Command {
     },
     /// Print the merged tool catalog.
     Tools,
-    /// Start every server and report status, tool count and start-up time, and the tools
-    /// servers.lock holds back (exit 1 if any server failed or any tool is held back).
+    /// Start every server and report status, tool count and start-up time, the tools
+    /// servers.lock holds back, and name clashes (exit 1 if any of those).
     Check,
     /// Pin every tool definition: write servers.lock beside the config. From then on a
     /// tool whose definition changes (or a new tool of a locked server) is quarantined
@@ -267,8 +267,19 @@ async fn check(config: Config) -> Result<i32> {
             println!("  {}  {}", q.exported, q.change);
         }
     }
+    let clashes = catalog.clashes();
+    if !clashes.is_empty() {
+        println!("\nname clashes (one tool of each left out):");
+        for clash in clashes {
+            println!("  {clash}");
+        }
+    }
     downstreams.shutdown().await;
-    Ok(if failed > 0 || !held.is_empty() { 1 } else { 0 })
+    Ok(if failed > 0 || !held.is_empty() || !clashes.is_empty() {
+        1
+    } else {
+        0
+    })
 }
 
 async fn lock(config: Config) -> Result<i32> {

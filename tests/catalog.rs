@@ -56,3 +56,38 @@ async fn a_custom_separator_is_used_in_exported_names() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// `namespace = false` exports a server's tools under their own names; a clash with
+/// another server's name leaves the later tool out and is reported by `planmux check`.
+#[tokio::test]
+async fn servers_without_namespace_export_bare_names_and_clashes_are_reported() -> anyhow::Result<()>
+{
+    let names = exported_names(
+        "[servers.metrics]\nbuiltin = \"metrics\"\nnamespace = false\n\n\
+         [servers.weather]\nbuiltin = \"weather\"\n",
+    )
+    .await?;
+    assert!(names.contains(&"check_threshold".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"weather__get_weather".to_string()),
+        "{names:?}"
+    );
+
+    let clash = "[servers.a]\nbuiltin = \"chaos\"\nnamespace = false\n\n\
+                 [servers.b]\nbuiltin = \"chaos\"\nnamespace = false\n";
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    std::fs::write(&path, clash)?;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_planmux"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report
+            .contains("tool 'echo' of server 'b' exports as 'echo', which server 'a' has already"),
+        "{report}"
+    );
+    Ok(())
+}

@@ -6,12 +6,14 @@ use std::collections::HashMap;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate};
 
-use super::export_name;
+use super::exported;
 
 /// One server's prompts, resources and templates, as it listed them.
 #[derive(Debug, Clone, Default)]
 pub struct ServerResources {
     pub server: String,
+    /// Whether its prompts carry the server's prefix.
+    pub namespace: bool,
     pub prompts: Vec<Prompt>,
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
@@ -49,7 +51,7 @@ impl Resources {
         let mut index = Resources::default();
         for listed in servers {
             for prompt in &listed.prompts {
-                let name = export_name(&listed.server, separator, &prompt.name);
+                let name = exported(&listed.server, listed.namespace, separator, &prompt.name);
                 if index.by_prompt.contains_key(&name) {
                     tracing::warn!(prompt = %name, server = %listed.server, "two prompts export the same name; keeping the first");
                     continue;
@@ -209,12 +211,14 @@ mod tests {
             &[
                 ServerResources {
                     server: "a".into(),
+                    namespace: true,
                     prompts: vec![prompt("greet"), prompt("say hi")],
                     resources: vec![resource("mem://x")],
                     ..Default::default()
                 },
                 ServerResources {
                     server: "b".into(),
+                    namespace: false,
                     prompts: vec![prompt("greet")],
                     resources: vec![resource("mem://x"), resource("mem://y")],
                     templates: vec![ResourceTemplate::new("note://{id}", "note")],
@@ -223,7 +227,11 @@ mod tests {
             ],
         );
         let names: Vec<&str> = index.prompts().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["a__greet", "a__say_hi", "b__greet"]);
+        assert_eq!(
+            names,
+            ["a__greet", "a__say_hi", "greet"],
+            "b has namespace = false"
+        );
         assert_eq!(
             index.prompt("a__say_hi").map(|p| p.prompt.as_str()),
             Some("say hi")

@@ -42,6 +42,7 @@ const SERVER_KEYS: &[&str] = &[
     "env_inherit",
     "tiers",
     "trust_annotations",
+    "namespace",
 ];
 
 /// Parsing context: the file name for errors, the folder for paths, the environment.
@@ -199,6 +200,12 @@ impl Cx<'_> {
             transport,
             include: self.globs(s, "include", get("include"))?,
             exclude: self.globs(s, "exclude", get("exclude"))?,
+            namespace: match get("namespace") {
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| self.key_error(s, "namespace", "expected true or false"))?,
+                None => true,
+            },
             enabled: match get("enabled") {
                 Some(v) => v
                     .as_bool()

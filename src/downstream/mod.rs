@@ -256,7 +256,8 @@ impl Downstreams {
     pub fn never_started(&self, name: &str) -> Option<DownstreamError> {
         self.servers.iter().find_map(|s| {
             let under = |sep: &str| name.starts_with(&format!("{}{sep}", s.config.name));
-            if !(under(&self.separator) || under(":")) || s.startup_time().is_some() {
+            let named = s.config.namespace && under(&self.separator) || under(":");
+            if !named || s.startup_time().is_some() {
                 return None;
             }
             let reason = match s.state() {
@@ -365,6 +366,7 @@ impl Downstreams {
             .iter()
             .map(|(s, offer)| ServerTools {
                 server: s.config.name.clone(),
+                namespace: s.config.namespace,
                 tools: offer.tools.clone(),
                 tiers: s.config.tiers.clone(),
             })
@@ -373,6 +375,7 @@ impl Downstreams {
             .into_iter()
             .map(|(s, offer)| ServerResources {
                 server: s.config.name.clone(),
+                namespace: s.config.namespace,
                 prompts: offer.prompts,
                 resources: offer.resources,
                 templates: offer.templates,
