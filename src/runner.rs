@@ -11,13 +11,15 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ReadResourceRequestParams};
 
 use crate::approval::{Request, Tokens};
 use crate::config::Config;
 use crate::downstream::{DownstreamError, Downstreams};
 use crate::exec::{InvokeError, Invoker, Observer, RunRecord, RunStore, Settings, run};
-use crate::plan::{IssueKind, Limits, PlanIssue, PlannedStep, ValidatedPlan, prepare};
+use crate::plan::{
+    IssueKind, Limits, PlanIssue, PlannedStep, RESOURCE_TOOL, ValidatedPlan, prepare,
+};
 use crate::policy::{Approval, Approver, Confirm, Route};
 
 /// Why a plan could not be checked. Nothing ran.
@@ -190,6 +192,44 @@ impl PlanRunner {
     }
 }
 
+impl PlanCalls {
+    /// A resource step: the checkpoint (as a read), then `resources/read`, answered as a
+    /// tool result would be: the text (parsed when it is JSON), or the contents.
+    async fn read(
+        &self,
+        route: &Route,
+        args: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Value, InvokeError> {
+        let Some(uri) = args.get("uri").and_then(Value::as_str) else {
+            return Err(InvokeError::Rejected(format!(
+                "a resource step needs a URI string, got {}",
+                crate::plan::describe_value(args.get("uri").unwrap_or(&Value::Null))
+            )));
+        };
+        self.downstreams
+            .authorize_read(uri, route)
+            .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
+        let params = ReadResourceRequestParams::new(uri);
+        let read = self.downstreams.read_resource(params, cancel).await;
+        let contents = match read {
+            Ok(result) => result.contents,
+            Err(DownstreamError::Cancelled { .. }) => return Err(InvokeError::Cancelled),
+            Err(e @ DownstreamError::Timeout { .. }) => {
+                return Err(InvokeError::Timeout(e.to_string()));
+            }
+            Err(e) => return Err(InvokeError::Rejected(e.to_string())),
+        };
+        let contents = serde_json::to_value(&contents).unwrap_or_default();
+        Ok(match contents.as_array().map(Vec::as_slice) {
+            Some([one]) if one.get("text").is_some_and(Value::is_string) => {
+                serde_json::json!({"content": [{"type": "text", "text": one["text"]}]})
+            }
+            _ => serde_json::json!({"content": [], "structuredContent": contents}),
+        })
+    }
+}
+
 /// How one run's steps call their tools: through the downstreams, by exported name, each
 /// call past the checkpoint with the run's approval.
 pub struct PlanCalls {
@@ -220,6 +260,9 @@ impl Invoker for PlanCalls {
             step: step.id.to_string(),
             approval: self.approval.clone(),
         };
+        if step.exported == RESOURCE_TOOL {
+            return self.read(&route, args, &cancel).await;
+        }
         let proof = self
             .downstreams
             .authorize(&step.exported, &route)

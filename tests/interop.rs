@@ -534,6 +534,43 @@ async fn everything_prompts_resources_and_completions_pass_through() -> R {
     Ok(())
 }
 
+/// A plan step can read a resource (`{"resource": URI}`, references allowed in the URI):
+/// its text comes back as the step's output, like a tool's, and feeds later steps.
+#[tokio::test]
+async fn plans_read_resources_as_steps() -> R {
+    use rmcp::model::ReadResourceRequestParams;
+    let _t = Timer::start("plans_read_resources_as_steps");
+    let proxy = start(&everything_config("")).await?;
+    let direct = direct_mirror(node(), &[&entry(EVERYTHING)], &[]).await?;
+    let plan = json!({
+        "inputs": {"id": 2},
+        "steps": [
+            {"id": "doc", "resource": "demo://resource/dynamic/text/${input.id}"},
+            {"id": "echo", "tool": "everything__echo", "args": {"message": "read: ${doc}"}},
+            {"id": "nothing", "resource": "nowhere://at/all"}
+        ],
+        "outputs": ["doc", "echo"]
+    });
+    let ran = proxy.client.call_tool(call(PLAN_TOOL, plan)).await?;
+    let result = ran.structured_content.clone().unwrap_or_default();
+    let orig = direct
+        .read_resource(ReadResourceRequestParams::new(
+            "demo://resource/dynamic/text/2",
+        ))
+        .await?;
+    let text = serde_json::to_value(&orig.contents)?[0]["text"].clone();
+    assert_eq!(result["outputs"]["doc"], text, "{result:#}");
+    let echoed = result["outputs"]["echo"].as_str().unwrap_or_default();
+    assert!(
+        echoed.contains(&format!("read: {}", text.as_str().unwrap_or("?"))),
+        "{result:#}"
+    );
+    assert_eq!(result["steps"]["nothing"]["status"], "failed", "{result:#}");
+    assert_eq!(result["status"], "partial", "{result:#}");
+    drop(direct);
+    Ok(())
+}
+
 fn long_running(
     duration_s: f64,
     steps: u32,

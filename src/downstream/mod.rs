@@ -289,6 +289,15 @@ impl Downstreams {
             .authorize(name, tier, held.map(|q| q.change.as_str()), route)
     }
 
+    /// The checkpoint for a plan's resource step: a read of `uri` (recorded in the audit
+    /// trail). `[policy] deny` globs match `resource:<uri>`.
+    pub fn authorize_read(&self, uri: &str, route: &Route) -> Result<(), Denied> {
+        let name = format!("resource:{uri}");
+        self.policy
+            .authorize(&name, Some(crate::policy::Tier::Read), None, route)
+            .map(|_| ())
+    }
+
     /// Routes a `tools/call` by exported name to its server and returns the answer as the
     /// server gave it. `proof` is the checkpoint's for this very tool. `progress` is
     /// where the host wants progress notifications.

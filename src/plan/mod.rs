@@ -38,7 +38,7 @@ pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
 pub use resolve::ResolveWarning;
 pub use schedule::{Schedule, dot, mermaid, schedule};
 pub use template::{Piece, Ref, RefSource, Template};
-pub use tools::{ToolMatch, ToolSpec, resolve_tool};
+pub use tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool};
 pub use validate::{DEFAULT_PIPE_TO, EXECUTE_PLAN_TOOL, validate};
 pub use validated::{
     DEFAULT_MAX_PLAN_STEPS, Dependency, DependencyKind, Limits, Pipe, PlannedStep, ValidatedPlan,

@@ -9,6 +9,7 @@ use super::model::{OutputSlots, Step, StepId};
 use super::names::closest;
 use super::refs::{self, RawRef};
 use super::template::Template;
+use super::tools::RESOURCE_TOOL;
 
 const STEP_FIELDS: &[&str] = &[
     "id",
@@ -22,6 +23,7 @@ const STEP_FIELDS: &[&str] = &[
     "pipe_to",
     "output_path",
     "description",
+    "resource",
 ];
 const ARG_ALIASES: &[&str] = &["args", "arguments", "parameters", "params"];
 
@@ -142,6 +144,7 @@ impl Parser {
             "description",
             "title",
             "name",
+            "resource",
         ];
         for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
             let near = closest(key, STEP_FIELDS.iter().copied()).into_iter().next();
@@ -162,10 +165,24 @@ impl Parser {
         } else {
             &["name"]
         };
-        match first_of(map, tool_keys) {
-            Some((_, Value::String(tool))) => step.tool = tool.clone(),
-            Some((key, other)) => self.shape(format!("{at}.{key}"), "a tool name", other),
-            None => self.issue(format!("{at}.tool"), IssueKind::MissingTool),
+        match (first_of(map, tool_keys), map.get("resource")) {
+            (Some((key, _)), Some(_)) => {
+                let kind = IssueKind::WrongShape {
+                    expected: "either a tool or a resource".into(),
+                    found: format!("both \"{key}\" and \"resource\""),
+                };
+                self.issue(format!("{at}.resource"), kind);
+            }
+            (None, Some(uri)) => {
+                // `{"resource": URI}` is `{"tool": "resources/read", "args": {"uri": URI}}`.
+                step.tool = RESOURCE_TOOL.to_owned();
+                let args = serde_json::json!({ "uri": uri });
+                step.args = self.template(&format!("{at}.resource"), &args);
+                step.written_args = args;
+            }
+            (Some((_, Value::String(tool))), None) => step.tool = tool.clone(),
+            (Some((key, other)), None) => self.shape(format!("{at}.{key}"), "a tool name", other),
+            (None, None) => self.issue(format!("{at}.tool"), IssueKind::MissingTool),
         }
         match first_of(map, &["server", "serverId", "server_id"]) {
             None | Some((_, Value::Null)) => {}

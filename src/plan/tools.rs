@@ -20,6 +20,28 @@ use crate::policy::Tier;
 use super::names::closest;
 use super::names::fold_name;
 
+/// A plan step `{"resource": URI}` calls this pseudo-tool with `{"uri": URI}`: it reads a
+/// resource. No exported name can take it (`/` is not allowed in them).
+pub const RESOURCE_TOOL: &str = "resources/read";
+
+/// The resource step's pseudo-tool: a read, safe to retry.
+pub fn resource_spec() -> &'static ToolSpec {
+    static SPEC: std::sync::LazyLock<ToolSpec> = std::sync::LazyLock::new(|| ToolSpec {
+        exported: RESOURCE_TOOL.to_owned(),
+        server: String::new(),
+        tool: RESOURCE_TOOL.to_owned(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {"uri": {"type": "string"}},
+            "required": ["uri"]
+        }),
+        read_only: true,
+        idempotent: true,
+        tier: Tier::Read,
+    });
+    &SPEC
+}
+
 /// One tool of the catalog, as the proxy exports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {

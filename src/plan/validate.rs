@@ -13,7 +13,7 @@ use super::names::fold_name;
 use super::refs::{self, RawRef, RawRoot};
 use super::schema::check_args;
 use super::template::{Ref, RefSource, Template};
-use super::tools::{ToolMatch, ToolSpec, resolve_tool};
+use super::tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool, resource_spec};
 use super::validated::{Dependency, DependencyKind, Limits, Pipe, PlannedStep, ValidatedPlan};
 
 mod outputs;
@@ -186,6 +186,9 @@ impl<'p> Validator<'p> {
                 self.issue(at, IssueKind::MissingTool);
             }
             return None;
+        }
+        if name == RESOURCE_TOOL && step.server.is_none() {
+            return Some(resource_spec());
         }
         let bare = name.rsplit("__").next().unwrap_or(name);
         if [EXECUTE_PLAN_TOOL, "execute_tool_plan"]

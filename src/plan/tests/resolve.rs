@@ -395,3 +395,26 @@ fn a_name_full_of_colons_is_one_lookup_not_one_per_colon() {
         "only the first ':' splits a server from its tool"
     );
 }
+
+#[test]
+fn a_resource_step_reads_a_uri_with_references() {
+    use crate::plan::{Limits, RESOURCE_TOOL, prepare};
+    let tools = demo_catalog();
+    let plan = json!({"inputs": {"a": 1}, "steps": [
+        {"id": "r", "resource": "demo://item/${input.a}"},
+        {"id": "e", "tool": "metrics__query_metric", "args": {"name": "${r}"}}
+    ]});
+    let validated = prepare(&plan, &tools, &Limits::default()).unwrap_or_else(|i| panic!("{i:?}"));
+    let step = &validated.steps()[0];
+    assert_eq!(step.exported, RESOURCE_TOOL);
+    assert_eq!(step.tier, crate::policy::Tier::Read);
+    assert_eq!(step.written_args, json!({"uri": "demo://item/${input.a}"}));
+    let both = json!({"steps": [{"tool": "metrics__query_metric", "resource": "x://y"}]});
+    let issues = prepare(&both, &tools, &Limits::default())
+        .err()
+        .unwrap_or_default();
+    assert!(
+        issues.iter().any(|i| i.location == "steps[0].resource"),
+        "{issues:?}"
+    );
+}
