@@ -571,6 +571,13 @@ impl Observer for ProgressRelay {
     }
 }
 
+/// A resource's contents as the host gets them: `resultType: "complete"`, which a
+/// 2026-07-28 host requires (rmcp strips it for older hosts).
+fn complete_read(mut result: ReadResourceResult) -> ReadResourceResponse {
+    result.result_type = Some(ResultType::COMPLETE);
+    result.into()
+}
+
 /// Runs a routed request until it ends or the host cancels it (then the downstream is
 /// told, and the request ends with that).
 async fn cancellable<T>(
@@ -802,7 +809,7 @@ impl ServerHandler for Upstream {
             let cancel = self.shutdown.child_token();
             let read = self.downstreams.read_resource(request, &cancel);
             let result = cancellable(read, &cancel, &context).await;
-            return result.map(Into::into).map_err(routed_error);
+            return result.map(complete_read).map_err(routed_error);
         };
         let record = self.runner.runs.get(id).ok_or_else(|| {
             ErrorData::resource_not_found(
@@ -816,7 +823,7 @@ impl ServerHandler for Upstream {
         let text = serde_json::to_string_pretty(&*record)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let contents = ResourceContents::text(text, request.uri).with_mime_type("application/json");
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        Ok(complete_read(ReadResourceResult::new(vec![contents])))
     }
 
     async fn list_prompts(
@@ -838,7 +845,13 @@ impl ServerHandler for Upstream {
         let cancel = self.shutdown.child_token();
         let get = self.downstreams.get_prompt(request, &cancel);
         let result = cancellable(get, &cancel, &context).await;
-        result.map(Into::into).map_err(routed_error)
+        result
+            .map(|mut prompt| {
+                // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
+                prompt.result_type = Some(ResultType::COMPLETE);
+                prompt.into()
+            })
+            .map_err(routed_error)
     }
 
     async fn complete(
@@ -848,9 +861,11 @@ impl ServerHandler for Upstream {
     ) -> Result<CompleteResult, ErrorData> {
         let cancel = self.shutdown.child_token();
         let complete = self.downstreams.complete(request, &cancel);
-        cancellable(complete, &cancel, &context)
+        let mut result = cancellable(complete, &cancel, &context)
             .await
-            .map_err(routed_error)
+            .map_err(routed_error)?;
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(result)
     }
 
     async fn subscribe(

@@ -45,12 +45,13 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("servers.toml");
     let stdio_child = stdio_server("chaos2", common::bin(), &["demo", "chaos"], "");
+    let everything = everything_config("");
     std::fs::write(
         &config,
         format!(
             "[servers.metrics]\nbuiltin = \"metrics\"\n\n[servers.weather]\nbuiltin = \"weather\"\n\n\
              [servers.chaos]\nbuiltin = \"chaos\"\n\n\
-             [servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n\n{stdio_child}"
+             [servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n\n{stdio_child}\n{everything}"
         ),
     )?;
     let wire = dir.path().join(format!("wire-{mode}.log"));
@@ -69,6 +70,7 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
         .arg(&config)
         .arg("--sandbox")
         .arg(dir.path().join("sandbox"))
+        .arg("--everything")
         .args(["--expect-protocol", expect_protocol])
         .arg("--wire-log")
         .arg(&wire)
@@ -113,6 +115,13 @@ fn check_python_summary(summary: &Value, mode: &str, protocol: &str) {
         calls["chaos2__echo"]["structuredContent"],
         json!({"via": "chaos2"}),
         "{mode}"
+    );
+    // Prompts, resources and completions of a real server, in this mode.
+    let front = &summary["front_door"];
+    assert_eq!(
+        front["completion"],
+        json!(["Engineering"]),
+        "{mode}: {front:#}"
     );
     // Plan approval: accepted, declined, and the token path, all in this mode.
     let approval = &summary["approval"];
@@ -1124,6 +1133,14 @@ async fn memory_create_entities_then_read_graph() -> R {
         "{}",
         json(&found)
     );
+    // Its knowledge-graph resource passes through, and reads as it does directly.
+    let graph_uri = "memory://knowledge-graph";
+    let listed = proxy.client.list_all_resources().await?;
+    assert!(listed.iter().any(|r| r.uri == graph_uri), "{listed:?}");
+    let params = rmcp::model::ReadResourceRequestParams::new(graph_uri);
+    let via = proxy.client.read_resource(params.clone()).await?;
+    let orig = direct.read_resource(params).await?;
+    assert_eq!(serde_json::to_value(&via)?, serde_json::to_value(&orig)?);
     drop(direct);
     Ok(())
 }

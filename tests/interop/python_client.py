@@ -316,6 +316,35 @@ async def approvals(
     results["asked_with"] = sorted(asked_with)
 
 
+async def front_door(client: Client, checks: Checks, summary: dict[str, Any]) -> None:
+    """server-everything's prompts, resources and completions through planmux."""
+    seen: dict[str, Any] = {}
+    summary["front_door"] = seen
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    seen["prompts"] = sorted(prompts)
+    checks.expect("everything__args-prompt" in prompts, f"prompts/list lacks everything__args-prompt: {sorted(prompts)}")
+    got = await client.get_prompt("everything__args-prompt", {"city": "Paris", "state": "IdF"})
+    texts = json.dumps(dump(got))
+    seen["get_prompt"] = dump(got)
+    checks.expect("Paris" in texts, f"prompts/get through planmux: {texts[:500]}")
+    resources = [r.uri for r in (await client.list_resources()).resources]
+    seen["resources"] = len(resources)
+    demo = [u for u in resources if u.startswith("demo://")]
+    checks.expect(bool(demo), f"resources/list lacks server-everything's resources: {resources[:5]}")
+    if demo:
+        read = await client.read_resource(demo[0])
+        seen["read"] = demo[0]
+        checks.expect(bool(read.contents), f"resources/read {demo[0]} came back empty")
+    templated = await client.read_resource("demo://resource/dynamic/text/2")
+    checks.expect(bool(templated.contents), "resources/read by template came back empty")
+    completion = await client.complete(
+        types.PromptReference(type="ref/prompt", name="everything__completable-prompt"),
+        {"name": "department", "value": "E"},
+    )
+    seen["completion"] = list(completion.completion.values)
+    checks.expect("Engineering" in completion.completion.values, f"completion/complete: {completion}")
+
+
 async def main_async(args: argparse.Namespace) -> int:
     mode = MODES[args.mode]
     # The SDK passes only a safe list of variables to the server: hand RUST_LOG on explicitly.
@@ -330,6 +359,8 @@ async def main_async(args: argparse.Namespace) -> int:
             async with Client(tapped(params, wire), mode=mode, read_timeout_seconds=args.timeout) as client:
                 summary["connect_ms"] = round((time.monotonic() - started) * 1000, 1)
                 await exercise(client, checks, summary, args.stdio_chaos)
+                if args.everything:
+                    await front_door(client, checks, summary)
             if args.sandbox:
                 await approvals(lambda: tapped(params, wire), wire, mode, args.sandbox, checks, summary)
     except BaseException as exc:  # noqa: BLE001 - any failure is reported, with its cause
@@ -383,6 +414,8 @@ def main() -> int:
     parser.add_argument("--mode", required=True, choices=sorted(MODES), help="auto (= default) or legacy")
     parser.add_argument("--stdio-chaos", action="append", default=[], metavar="SERVER",
                         help="a server of the config that is a `planmux demo chaos` child: its echo is called too")
+    parser.add_argument("--everything", action="store_true",
+                        help="the config has server-everything as `everything`: check prompts, resources, completions")
     parser.add_argument("--sandbox", help="the files demo's folder: also check plan approval")
     parser.add_argument("--expect-protocol", help="fail unless this protocol version was negotiated")
     parser.add_argument("--wire-log", help="write every JSON-RPC message to this file")
