@@ -267,10 +267,14 @@ async fn check(config: Config) -> Result<i32> {
             println!("  {}  {}", q.exported, q.change);
         }
     }
-    let clashes = catalog.clashes();
+    let clashes: Vec<&String> = catalog
+        .clashes()
+        .iter()
+        .chain(catalog.resources().clashes())
+        .collect();
     if !clashes.is_empty() {
-        println!("\nname clashes (one tool of each left out):");
-        for clash in clashes {
+        println!("\nname clashes (one of each left out):");
+        for clash in &clashes {
             println!("  {clash}");
         }
     }

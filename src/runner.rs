@@ -218,6 +218,11 @@ impl PlanCalls {
             Err(e @ DownstreamError::Timeout { .. }) => {
                 return Err(InvokeError::Timeout(e.to_string()));
             }
+            Err(
+                e @ (DownstreamError::StartFailed { .. }
+                | DownstreamError::Down { .. }
+                | DownstreamError::Exited { .. }),
+            ) => return Err(InvokeError::Unavailable(e.to_string())),
             Err(e) => return Err(InvokeError::Rejected(e.to_string())),
         };
         let contents = serde_json::to_value(&contents).unwrap_or_default();

@@ -38,7 +38,7 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let host = Arc::new(HostLink::default());
+    let host = Arc::new(HostLink::expecting_host());
     let stop = CancellationToken::new();
     let downstreams = Downstreams::new(config, host.clone());
     let starting = tokio::spawn({

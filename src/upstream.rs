@@ -701,8 +701,17 @@ impl ServerHandler for Upstream {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let roots = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
         self.host.set(context.peer);
         self.host.set_initialized();
+        // A server that asked for roots while the host was still connecting (and gave up)
+        // asks again.
+        if roots {
+            self.downstreams.roots_changed().await;
+        }
     }
 
     async fn set_level(

@@ -594,8 +594,23 @@ async fn the_handshake_is_answered_while_servers_start() -> R {
         tokio::time::timeout(Duration::from_secs(5), proxy.client.list_all_tools()).await??;
     assert!(tools.iter().any(|t| t.name == "chaos__echo"));
     assert!(!tools.iter().any(|t| t.name == "slow__echo"));
+    // A call goes through at once; a call to the slow server waits for that server only.
+    let quick = proxy
+        .client
+        .call_tool(call("chaos__echo", json!({"quick": true})))
+        .await?;
+    assert_eq!(quick.is_error, Some(false));
+    let flag_later = flag.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _ = std::fs::write(flag_later, "");
+    });
+    let slow = proxy
+        .client
+        .call_tool(call("slow__echo", json!({"waited": true})))
+        .await?;
+    assert_eq!(slow.structured_content, Some(json!({"waited": true})));
     // The late server is announced with list_changed.
-    std::fs::write(&flag, "")?;
     let seen = proxy.recorder.seen.clone();
     let announced = common::eventually(Duration::from_secs(20), || {
         seen.lock().map(|s| s.list_changed > 0).unwrap_or(false)

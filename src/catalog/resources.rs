@@ -43,6 +43,8 @@ pub struct Resources {
     templates: Vec<(String, ResourceTemplate)>,
     /// Servers with resources, in config order, and whether each takes subscriptions.
     servers: Vec<(String, bool)>,
+    /// Prompt names two servers would both export.
+    clashes: Vec<String>,
 }
 
 impl Resources {
@@ -52,8 +54,13 @@ impl Resources {
         for listed in servers {
             for prompt in &listed.prompts {
                 let name = exported(&listed.server, listed.namespace, separator, &prompt.name);
-                if index.by_prompt.contains_key(&name) {
-                    tracing::warn!(prompt = %name, server = %listed.server, "two prompts export the same name; keeping the first");
+                if let Some(&first) = index.by_prompt.get(&name) {
+                    let clash = format!(
+                        "prompt '{}' of server '{}' exports as '{name}', which server '{}' has already; it is left out",
+                        prompt.name, listed.server, index.prompts[first].server
+                    );
+                    tracing::error!("{clash}");
+                    index.clashes.push(clash);
                     continue;
                 }
                 let mut definition = prompt.clone();
@@ -127,6 +134,16 @@ impl Resources {
             .map(|(server, _)| server.as_str())
     }
 
+    /// Whether `server` takes `resources/subscribe`.
+    pub fn subscribes(&self, server: &str) -> bool {
+        self.servers.iter().any(|(s, yes)| s == server && *yes)
+    }
+
+    /// Prompt names two servers would both export, as messages (the later one is left out).
+    pub fn clashes(&self) -> &[String] {
+        &self.clashes
+    }
+
     /// Servers that offer resources, in config order: the last resort for an unknown URI.
     pub fn resource_servers(&self) -> impl Iterator<Item = &str> {
         self.servers.iter().map(|(s, _)| s.as_str())
@@ -162,10 +179,14 @@ pub fn template_matches(template: &str, uri: &str) -> bool {
         if literal.is_empty() {
             continue;
         }
-        match uri[at..].find(literal) {
-            // An expression matches at least one character.
-            Some(found) if found > 0 => at += found + literal.len(),
-            _ => return false,
+        // An expression matches at least one character: look for the literal after it.
+        let Some(first) = uri[at..].chars().next() else {
+            return false;
+        };
+        let from = at + first.len_utf8();
+        match uri[from..].find(literal) {
+            Some(found) => at = from + found + literal.len(),
+            None => return false,
         }
     }
     // The template ended in an expression: it takes the rest, which must not be empty.
@@ -194,6 +215,8 @@ mod tests {
             ("repo://{owner}/{name}/readme", "repo://a/b/readme", true),
             ("repo://{owner}/{name}/readme", "repo://a/b/license", false),
             ("repo://{owner}/{name}/readme", "repo:///readme", false),
+            ("a://{x}/{y}", "a://b//c", true),
+            ("a://{x}-{y}", "a://-b-c", true),
             ("plain://fixed", "plain://fixed", true),
             ("broken://{oops", "broken://x", false),
         ];

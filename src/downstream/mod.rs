@@ -123,6 +123,8 @@ pub struct Downstreams {
     links: resources::Links,
     /// How long the host's lists wait for slow servers (`[proxy] list_grace_ms`).
     list_grace: Duration,
+    /// When the list grace ends: set by the first wait, so later ones do not restart it.
+    grace_ends: std::sync::OnceLock<tokio::time::Instant>,
 }
 
 impl Downstreams {
@@ -166,6 +168,7 @@ impl Downstreams {
             started: tokio::sync::watch::channel(false).0,
             links: resources::Links::default(),
             list_grace: config.proxy.list_grace,
+            grace_ends: std::sync::OnceLock::new(),
         });
         tracker.spawn(refresh_changed(
             Arc::downgrade(&this),
@@ -197,7 +200,46 @@ impl Downstreams {
         if full {
             self.started().await;
         } else {
-            let _ = tokio::time::timeout(self.list_grace, self.started()).await;
+            let ends = *self
+                .grace_ends
+                .get_or_init(|| tokio::time::Instant::now() + self.list_grace);
+            let _ = tokio::time::timeout_at(ends, self.started()).await;
+        }
+    }
+
+    /// Waits, within the list grace, for the servers to start; then, if `name` is a tool
+    /// of a server still starting, for that server (within its `startup_timeout_ms`), so a
+    /// call waits only for the server it goes to.
+    async fn ready_for(&self, name: &str) {
+        self.settled(false).await;
+        if self.catalog().get(name).is_some() {
+            return;
+        }
+        let Some(server) = self.servers.iter().find(|s| {
+            matches!(s.state(), State::Starting)
+                && name.starts_with(&format!("{}{}", s.config.name, self.separator))
+        }) else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + server.config.startup_timeout;
+        let mut started = self.started.subscribe();
+        let waiting = || {
+            let catalog = self.catalog();
+            let listed = catalog
+                .entries()
+                .iter()
+                .any(|e| e.server == server.config.name);
+            catalog.get(name).is_none()
+                && match server.state() {
+                    State::Starting => true,
+                    // Started: wait for its tools to reach the catalog.
+                    State::Ready(_) => !listed && !server.tools().is_empty(),
+                    State::Failed { .. } | State::Closed => false,
+                }
+        };
+        while waiting() && tokio::time::Instant::now() < deadline {
+            // Each server's start rebuilds the catalog; look again shortly.
+            let _ = tokio::time::timeout(Duration::from_millis(50), started.wait_for(|d| *d)).await;
         }
     }
 
@@ -262,7 +304,7 @@ impl Downstreams {
             }
             let reason = match s.state() {
                 State::Failed { error, .. } => error,
-                State::Starting => "it is still starting".into(),
+                State::Starting => "it is still starting; try again in a moment".into(),
                 State::Closed => "it is shut down".into(),
                 State::Ready(_) => return None,
             };
@@ -281,7 +323,7 @@ impl Downstreams {
     /// The checkpoint: whether `route` may call the exported tool `name` (recorded in
     /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
     pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
-        self.started().await;
+        self.ready_for(name).await;
         let catalog = self.catalog();
         let tier = catalog.get(name).map(|e| e.tier);
         let held = catalog.quarantined().iter().find(|q| q.exported == name);
@@ -313,7 +355,7 @@ impl Downstreams {
                 tool: params.name.to_string(),
             });
         }
-        self.started().await;
+        self.ready_for(&params.name).await;
         let catalog = self.catalog();
         let Some(entry) = catalog.get(&params.name) else {
             if let Some(failed) = self.never_started(&params.name) {

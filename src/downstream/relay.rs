@@ -27,6 +27,9 @@ const HOST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The host connected upstream, once it has connected.
 #[derive(Default)]
 pub struct HostLink {
+    /// Whether a host will connect at all (`serve`); without one (`planmux run`, `check`)
+    /// a downstream's request for the host fails at once instead of waiting.
+    expecting: bool,
     peer: RwLock<Option<Peer<RoleServer>>>,
     /// Woken when a host connects, for requests that came before it.
     connected: Notify,
@@ -41,6 +44,14 @@ pub struct HostLink {
 }
 
 impl HostLink {
+    /// The link of `serve`, where a host is expected to connect.
+    pub fn expecting_host() -> Self {
+        Self {
+            expecting: true,
+            ..Self::default()
+        }
+    }
+
     /// Remembers the host's peer (called by the upstream server on each connection).
     pub fn set(&self, peer: Peer<RoleServer>) {
         *self.peer.write().unwrap_or_else(PoisonError::into_inner) = Some(peer);
@@ -53,6 +64,13 @@ impl HostLink {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The host's peer once its handshake has ended: before, nothing may be sent to it
+    /// (rmcp would hold the message until the handshake's answer, and a wait would stall).
+    fn ready(&self) -> Option<Peer<RoleServer>> {
+        self.get()
+            .filter(|_| self.initialized.load(Ordering::Acquire))
     }
 
     /// The host finished its handshake: notifications may go to it.
@@ -186,7 +204,7 @@ impl HostLink {
 
     /// Tells the host something it should know, as a warning log message.
     pub async fn notify_warning(&self, text: String) {
-        let Some(peer) = self.get() else {
+        let Some(peer) = self.ready() else {
             return;
         };
         if !self.wants_log(LoggingLevel::Warning) {
@@ -206,7 +224,12 @@ impl HostLink {
     /// not finished its handshake yet (servers start, and may ask for roots, before it
     /// ends).
     async fn capabilities(&self) -> Option<(Peer<RoleServer>, ClientCapabilities)> {
-        let deadline = tokio::time::Instant::now() + HOST_WAIT;
+        let wait = if self.expecting {
+            HOST_WAIT
+        } else {
+            std::time::Duration::ZERO
+        };
+        let deadline = tokio::time::Instant::now() + wait;
         loop {
             let connected = self.connected.notified();
             if let Some(peer) = self.get() {
@@ -410,7 +433,7 @@ impl ClientHandler for Relay {
         if !self.host.wants_log(params.level) {
             return;
         }
-        if let Some(peer) = self.host.get() {
+        if let Some(peer) = self.host.ready() {
             let mut params = params;
             let logger = params.logger.take();
             params.logger = Some(match logger {

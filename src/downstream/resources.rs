@@ -21,6 +21,8 @@ use super::{DownstreamError, Downstreams, Server};
 
 /// URIs remembered from tool results, so that a `resource_link` stays readable.
 const MAX_LINKS: usize = 4096;
+/// Longest URI remembered (a longer one is not a link anyone reads back).
+const MAX_LINK_BYTES: usize = 2048;
 
 /// Which server linked which URI in a tool result, the newest [`MAX_LINKS`].
 #[derive(Default)]
@@ -42,7 +44,7 @@ impl Links {
         });
         let mut guard = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
         let (by_uri, order) = &mut *guard;
-        for uri in uris {
+        for uri in uris.filter(|u| u.len() <= MAX_LINK_BYTES) {
             if by_uri.insert(uri.to_owned(), server.to_owned()).is_none() {
                 order.push_back(uri.to_owned());
             }
@@ -109,7 +111,7 @@ impl Downstreams {
         mut params: GetPromptRequestParams,
         cancel: &CancellationToken,
     ) -> Result<GetPromptResult, DownstreamError> {
-        self.started().await;
+        self.settled(false).await;
         let catalog = self.catalog();
         let entry = catalog.resources().prompt(&params.name).ok_or_else(|| {
             DownstreamError::UnknownPrompt {
@@ -178,7 +180,7 @@ impl Downstreams {
         request: ResourceRequest,
         cancel: &CancellationToken,
     ) -> Result<(ServerResult, String), DownstreamError> {
-        self.started().await;
+        self.settled(false).await;
         let uri = request.uri().to_owned();
         let label = request.label();
         let catalog = self.catalog();
@@ -187,11 +189,13 @@ impl Downstreams {
             .server_of(&uri)
             .map(str::to_owned)
             .or_else(|| self.links.server_of(&uri));
+        let subscribing = !matches!(request, ResourceRequest::Read(_));
         let candidates: Vec<String> = match known {
             Some(server) => vec![server],
             None => catalog
                 .resources()
                 .resource_servers()
+                .filter(|s| !subscribing || catalog.resources().subscribes(s))
                 .map(str::to_owned)
                 .collect(),
         };
@@ -216,7 +220,7 @@ impl Downstreams {
         mut params: CompleteRequestParams,
         cancel: &CancellationToken,
     ) -> Result<CompleteResult, DownstreamError> {
-        self.started().await;
+        self.settled(false).await;
         let catalog = self.catalog();
         let resources = catalog.resources();
         let server = match &mut params.r#ref {
@@ -237,8 +241,8 @@ impl Downstreams {
                     uri: template.uri.clone(),
                 })?,
             _ => {
-                return Err(DownstreamError::UnknownResource {
-                    uri: "(a completion reference of an unknown kind)".into(),
+                return Err(DownstreamError::UnknownPrompt {
+                    name: "(a completion reference of an unknown kind)".into(),
                 });
             }
         };

@@ -159,8 +159,11 @@ impl Parser {
         if let Some(value) = map.get("id") {
             self.id(at, value, step);
         }
-        // `name` names the tool only in the function-call shape {"name", "arguments"}.
-        let tool_keys: &[&str] = if first_of(map, &["tool", "toolName", "tool_name"]).is_some() {
+        // `name` names the tool only in the function-call shape {"name", "arguments"}
+        // (beside a `resource`, it is a label).
+        let tool_keys: &[&str] = if first_of(map, &["tool", "toolName", "tool_name"]).is_some()
+            || map.contains_key("resource")
+        {
             &["tool", "toolName", "tool_name"]
         } else {
             &["name"]
@@ -201,7 +204,24 @@ impl Parser {
             };
             self.issue(format!("{at}.{}", given[1]), kind);
         }
-        if let Some((_, value)) = first_of(map, ARG_ALIASES) {
+        let beside_resource = [
+            "args",
+            "arguments",
+            "parameters",
+            "params",
+            "server",
+            "serverId",
+            "server_id",
+        ];
+        if map.contains_key("resource")
+            && let Some(key) = beside_resource.iter().find(|k| map.contains_key(**k))
+        {
+            let kind = IssueKind::WrongShape {
+                expected: "a resource step with its URI alone".into(),
+                found: format!("\"{key}\" beside \"resource\""),
+            };
+            self.issue(format!("{at}.{key}"), kind);
+        } else if let Some((_, value)) = first_of(map, ARG_ALIASES) {
             (step.args, step.written_args) = self.args(&format!("{at}.args"), value);
         }
         if let Some((key, value)) = first_of(map, &["depends_on", "dependencies", "dependsOn"]) {

@@ -417,4 +417,14 @@ fn a_resource_step_reads_a_uri_with_references() {
         issues.iter().any(|i| i.location == "steps[0].resource"),
         "{issues:?}"
     );
+    let with_args = json!({"steps": [{"resource": "x://y", "args": {"uri": "x://z"}}]});
+    let issues = prepare(&with_args, &tools, &Limits::default())
+        .err()
+        .unwrap_or_default();
+    assert!(
+        issues.iter().any(|i| i.location == "steps[0].args"),
+        "{issues:?}"
+    );
+    let labelled = json!({"steps": [{"name": "the doc", "resource": "x://y"}]});
+    assert!(prepare(&labelled, &tools, &Limits::default()).is_ok());
 }
