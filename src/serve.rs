@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::downstream::{Downstreams, HostLink};
+use crate::downstream::{Downstreams, HostLink, restore_tool_fields};
 use crate::runner::PlanRunner;
 use crate::upstream::Upstream;
 use crate::wire::LineTransport;
@@ -49,7 +49,13 @@ where
             downstreams.connect_all().await;
         }
     });
-    let transport = LineTransport::new(read, write, config.proxy.wire, "the host").serving();
+    // Tool definition fields rmcp's types leave out go back into tools/list.
+    let fields = downstreams.clone();
+    let transport = LineTransport::new(read, write, config.proxy.wire, "the host")
+        .serving()
+        .with_outbound(Arc::new(move |message| {
+            restore_tool_fields(message, |name| fields.unmodelled_fields(name))
+        }));
     // The host hanging up is noticed even while rmcp is still draining requests.
     let eof = transport.eof();
     let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));

@@ -55,6 +55,13 @@ impl Default for Limits {
     }
 }
 
+/// Sees the text of each message as it arrives, before it is decoded: what the protocol
+/// types leave out is still there.
+pub type Inbound = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// May encode an outgoing message itself: its bytes, or `None` for the usual encoding.
+pub type Outbound<R> = Arc<dyn Fn(&TxJsonRpcMessage<R>) -> Option<Vec<u8>> + Send + Sync>;
+
 /// One frame for the writer task, with where to report how writing it went.
 type Frame = (Vec<u8>, Option<oneshot::Sender<io::Result<()>>>);
 
@@ -74,6 +81,8 @@ pub struct LineTransport<R: ServiceRole, In> {
     awaiting_request: bool,
     /// Cancelled when the peer closes its side.
     eof: CancellationToken,
+    inbound: Option<Inbound>,
+    outbound: Option<Outbound<R>>,
     _role: PhantomData<fn() -> R>,
 }
 
@@ -97,8 +106,22 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             reply: None,
             awaiting_request: false,
             eof: CancellationToken::new(),
+            inbound: None,
+            outbound: None,
             _role: PhantomData,
         }
+    }
+
+    /// Shows `hook` the text of every well-formed message received.
+    pub fn with_inbound(mut self, hook: Inbound) -> Self {
+        self.inbound = Some(hook);
+        self
+    }
+
+    /// Lets `hook` encode outgoing messages it wants to write differently.
+    pub fn with_outbound(mut self, hook: Outbound<R>) -> Self {
+        self.outbound = Some(hook);
+        self
     }
 
     /// Drops notifications and responses until the peer's first request: for serving,
@@ -174,7 +197,12 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             Line::Whole => match nesting(text) {
                 depth if depth > self.limits.max_nesting => Problem::TooDeep(depth),
                 _ => match parse::<R>(text) {
-                    Ok(message) => return self.admit(message),
+                    Ok(message) => {
+                        if let Some(hook) = &self.inbound {
+                            hook(text);
+                        }
+                        return self.admit(message);
+                    }
                     Err(error) => Problem::Invalid(error),
                 },
             },
@@ -230,7 +258,11 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
         item: TxJsonRpcMessage<R>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let writer = self.writer.clone();
-        let bytes = serde_json::to_vec(&item);
+        let own = self.outbound.as_ref().and_then(|hook| hook(&item));
+        let bytes = match own {
+            Some(bytes) => Ok(bytes),
+            None => serde_json::to_vec(&item),
+        };
         async move {
             let bytes = bytes.map_err(io::Error::other)?;
             let (done, written) = oneshot::channel();

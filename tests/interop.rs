@@ -391,6 +391,44 @@ async fn everything_calls_give_the_direct_results() -> R {
     Ok(())
 }
 
+/// Tool definition fields planmux does not interpret (server-everything's `execution`)
+/// reach the host as the server sent them, on the wire.
+#[test]
+fn tool_fields_planmux_does_not_model_pass_through() -> R {
+    let _t = Timer::start("tool_fields_planmux_does_not_model_pass_through");
+    let mut raw = common::RawProxy::start(&everything_config(""))?;
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)?;
+    let mut listed = None;
+    for _ in 0..50 {
+        let message = raw.read()?;
+        if message["id"] == 1 {
+            raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+            raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)?;
+        } else if message["id"] == 2 {
+            listed = Some(message);
+            break;
+        }
+    }
+    let listed = listed.ok_or_else(|| anyhow::anyhow!("no tools/list answer"))?;
+    let tools = listed["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "everything__echo")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        echo["execution"],
+        json!({"taskSupport": "forbidden"}),
+        "{echo:#}"
+    );
+    let plan = tools.iter().find(|t| t["name"] == "execute_plan");
+    assert!(plan.is_some_and(|p| p.get("execution").is_none()));
+    Ok(())
+}
+
 /// Prompts, resources, templates and completions of server-everything pass through:
 /// prompts renamed `everything__…` and otherwise identical, resources and templates under
 /// their own URIs, reads (listed, by template, and linked from a tool result), completions

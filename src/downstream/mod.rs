@@ -1,6 +1,7 @@
 //! The downstream servers: starting them together, the merged catalog, routing a call to
 //! the right one, refreshing on list changes and reconnects, and shutting them all down.
 
+mod fields;
 mod relay;
 mod resources;
 mod server;
@@ -15,6 +16,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use fields::restore as restore_tool_fields;
 pub use relay::{Changed, HostLink, ProgressSink};
 pub use server::{Offer, Server, State};
 
@@ -313,6 +315,14 @@ impl Downstreams {
                 reason,
             })
         })
+    }
+
+    /// The definition fields of the tool exported as `exported` that rmcp's types leave
+    /// out, as its server sent them.
+    pub fn unmodelled_fields(&self, exported: &str) -> Option<rmcp::model::JsonObject> {
+        let catalog = self.catalog();
+        let entry = catalog.get(exported)?;
+        self.server(&entry.server)?.fields.of(&entry.tool)
     }
 
     /// The `[policy]` in force.

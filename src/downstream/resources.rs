@@ -101,7 +101,7 @@ impl ResourceRequest {
 }
 
 impl Downstreams {
-    fn server(&self, name: &str) -> Option<&Arc<Server>> {
+    pub(super) fn server(&self, name: &str) -> Option<&Arc<Server>> {
         self.servers.iter().find(|s| s.config.name == name)
     }
 

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
+use super::fields::ToolFields;
 use super::relay::{Changes, HostLink, ProgressSink, Relay};
 use super::tap::ProgressRoutes;
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
@@ -165,6 +166,8 @@ pub struct Server {
     connecting: tokio::sync::Mutex<()>,
     /// What it offers (tools after include/exclude), kept across restarts.
     offer: RwLock<Offer>,
+    /// Its tools' definition fields rmcp's types leave out.
+    pub(crate) fields: Arc<ToolFields>,
     /// How long the last successful start took.
     startup: Mutex<Option<Duration>>,
     host: Arc<HostLink>,
@@ -184,6 +187,7 @@ impl Server {
             state: Mutex::new(State::Starting),
             connecting: tokio::sync::Mutex::new(()),
             offer: RwLock::new(Offer::default()),
+            fields: Arc::default(),
             startup: Mutex::new(None),
             host,
             changes,
@@ -338,8 +342,14 @@ impl Server {
             changes: self.changes.clone(),
         };
         let routes = Arc::new(ProgressRoutes::default());
-        let connected =
-            transport::connect(&self.config, relay, routes.clone(), &self.tracker).await?;
+        let connected = transport::connect(
+            &self.config,
+            relay,
+            routes.clone(),
+            self.fields.clone(),
+            &self.tracker,
+        )
+        .await?;
         let peer = connected.service.peer().clone();
         let offer = match list_offer(&peer, &self.config.name).await {
             Ok(offer) => offer,

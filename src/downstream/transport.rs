@@ -16,6 +16,7 @@ use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
+use super::fields::ToolFields;
 use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
 use crate::config::{ServerConfig, Transport};
@@ -110,8 +111,10 @@ pub(crate) async fn connect(
     config: &ServerConfig,
     relay: Relay,
     routes: Arc<ProgressRoutes>,
+    fields: Arc<ToolFields>,
     tracker: &TaskTracker,
 ) -> Result<Connected, String> {
+    let noting: crate::wire::Inbound = Arc::new(move |text| fields.note(text));
     match &config.transport {
         Transport::Stdio {
             command,
@@ -170,7 +173,8 @@ pub(crate) async fn connect(
                     }
                 });
             }
-            let transport = LineTransport::new(stdout, stdin, config.wire, peer_name(config));
+            let transport = LineTransport::new(stdout, stdin, config.wire, peer_name(config))
+                .with_inbound(noting);
             match relay.serve(ProgressTap::new(transport, routes)).await {
                 Ok(service) => Ok(Connected {
                     service,
@@ -225,7 +229,8 @@ pub(crate) async fn connect(
                 }
             });
             let (read, write) = tokio::io::split(client_io);
-            let transport = LineTransport::new(read, write, config.wire, peer_name(config));
+            let transport = LineTransport::new(read, write, config.wire, peer_name(config))
+                .with_inbound(noting);
             let service = relay
                 .serve(ProgressTap::new(transport, routes))
                 .await

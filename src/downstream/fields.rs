@@ -1,0 +1,151 @@
+//! Tool definition fields that rmcp's `Tool` type does not model (a newer protocol's
+//! `execution`, a vendor's extension): kept from a server's raw `tools/list` answers, so
+//! planmux can put them back into its own `tools/list` and lose nothing it does not
+//! interpret. Seen only on line transports (stdio and built-in servers).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use rmcp::RoleServer;
+use rmcp::model::{JsonObject, JsonRpcMessage, ServerResult};
+use rmcp::service::TxJsonRpcMessage;
+use serde_json::Value;
+
+/// The fields rmcp's `Tool` keeps.
+const MODELLED: [&str; 8] = [
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+    "icons",
+    "_meta",
+];
+
+/// One server's tools' unmodelled fields, by the tool's own name.
+#[derive(Default)]
+pub struct ToolFields {
+    by_tool: Mutex<HashMap<String, JsonObject>>,
+}
+
+impl ToolFields {
+    /// Looks at one message from the server: when it is a `tools/list` answer, keeps each
+    /// tool's fields that rmcp's type leaves out.
+    pub fn note(&self, text: &[u8]) {
+        // A tool list names `tools` near its start (after `jsonrpc` and `id` at most);
+        // anything else is not parsed twice, nor scanned whole.
+        let head = &text[..text.len().min(256)];
+        if !head.windows(8).any(|w| w == b"\"tools\":") {
+            return;
+        }
+        let Ok(message) = serde_json::from_slice::<Value>(text) else {
+            return;
+        };
+        let Some(Value::Array(tools)) = message.get("result").and_then(|r| r.get("tools")) else {
+            return;
+        };
+        let mut by_tool = self.by_tool.lock().unwrap_or_else(PoisonError::into_inner);
+        for tool in tools {
+            let (Some(name), Some(fields)) =
+                (tool.get("name").and_then(Value::as_str), tool.as_object())
+            else {
+                continue;
+            };
+            let extra: JsonObject = fields
+                .iter()
+                .filter(|(key, _)| !MODELLED.contains(&key.as_str()))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            if extra.is_empty() {
+                by_tool.remove(name);
+            } else {
+                by_tool.insert(name.to_owned(), extra);
+            }
+        }
+    }
+
+    /// The unmodelled fields of the server's tool `tool`, if it had any.
+    pub fn of(&self, tool: &str) -> Option<JsonObject> {
+        self.by_tool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tool)
+            .cloned()
+    }
+}
+
+/// Encodes a `tools/list` answer to the host with each tool's unmodelled fields put
+/// back (`fields` finds them by exported name); `None` for any other message, or when no
+/// tool has any.
+pub fn restore(
+    message: &TxJsonRpcMessage<RoleServer>,
+    fields: impl Fn(&str) -> Option<JsonObject>,
+) -> Option<Vec<u8>> {
+    let JsonRpcMessage::Response(response) = message else {
+        return None;
+    };
+    let ServerResult::ListToolsResult(list) = &response.result else {
+        return None;
+    };
+    let found: Vec<(usize, JsonObject)> = list
+        .tools
+        .iter()
+        .enumerate()
+        .filter_map(|(i, tool)| Some((i, fields(&tool.name)?)))
+        .collect();
+    if found.is_empty() {
+        return None;
+    }
+    let mut value = serde_json::to_value(message).ok()?;
+    let tools = value.get_mut("result")?.get_mut("tools")?.as_array_mut()?;
+    for (i, extra) in found {
+        if let Some(Value::Object(tool)) = tools.get_mut(i) {
+            for (key, field) in extra {
+                tool.entry(key).or_insert(field);
+            }
+        }
+    }
+    serde_json::to_vec(&value).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn unmodelled_fields_are_kept_and_put_back() {
+        let fields = ToolFields::default();
+        let answer = json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": [
+            {"name": "a", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+            {"name": "b", "inputSchema": {"type": "object"}}
+        ]}});
+        fields.note(answer.to_string().as_bytes());
+        assert_eq!(
+            fields.of("a"),
+            json!({"execution": {"taskSupport": "optional"}})
+                .as_object()
+                .cloned()
+        );
+        assert_eq!(fields.of("b"), None);
+
+        let tool = |name: &str| {
+            rmcp::model::Tool::new(name.to_owned(), "", std::sync::Arc::new(JsonObject::new()))
+        };
+        let list = rmcp::model::ListToolsResult::with_all_items(vec![tool("s__a"), tool("s__b")]);
+        let message: TxJsonRpcMessage<RoleServer> = JsonRpcMessage::response(
+            ServerResult::ListToolsResult(list),
+            rmcp::model::NumberOrString::Number(7),
+        );
+        let bytes = restore(&message, |name| fields.of(name.strip_prefix("s__")?));
+        let sent: Value = serde_json::from_slice(&bytes.unwrap_or_default()).unwrap_or_default();
+        assert_eq!(
+            sent["result"]["tools"][0]["execution"],
+            json!({"taskSupport": "optional"}),
+            "{sent}"
+        );
+        assert!(sent["result"]["tools"][1].get("execution").is_none());
+    }
+}
