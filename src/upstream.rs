@@ -55,6 +55,9 @@ pub struct Upstream {
     host: Arc<HostLink>,
     /// Cancelled when planmux shuts down: every call in flight stops.
     shutdown: CancellationToken,
+    /// How many listen streams hold each resource URI: the downstream subscription is
+    /// made for the first and ended with the last.
+    listening: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
 }
 
 impl Upstream {
@@ -70,7 +73,28 @@ impl Upstream {
             runner,
             host,
             shutdown,
+            listening: Arc::default(),
         }
+    }
+
+    /// Counts a listen stream's interest in `uri`: true when it is the first (`add`) or
+    /// the last (not `add`), when the downstream must be told.
+    fn hold(&self, uri: &str, add: bool) -> bool {
+        let mut counts = self
+            .listening
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = counts.entry(uri.to_owned()).or_default();
+        if add {
+            *count += 1;
+            return *count == 1;
+        }
+        *count = count.saturating_sub(1);
+        let last = *count == 0;
+        if last {
+            counts.remove(uri);
+        }
+        last
     }
 
     /// Waits for the servers' first start: in full for a host that ignores `list_changed`,
@@ -685,6 +709,9 @@ impl ServerHandler for Upstream {
             .unwrap_or_default();
         let cancel = self.shutdown.child_token();
         for uri in &uris {
+            if !self.hold(uri, true) {
+                continue;
+            }
             let params = SubscribeRequestParams::new(uri.clone());
             if let Err(e) = self.downstreams.subscribe(params, &cancel).await {
                 tracing::warn!(uri = %uri, error = %e, "could not subscribe to a resource");
@@ -694,8 +721,10 @@ impl ServerHandler for Upstream {
         context.cancelled().await;
         self.host.remove_listener(key);
         for uri in uris {
-            let params = UnsubscribeRequestParams::new(uri);
-            let _ = self.downstreams.unsubscribe(params, &cancel).await;
+            if self.hold(&uri, false) {
+                let params = UnsubscribeRequestParams::new(uri);
+                let _ = self.downstreams.unsubscribe(params, &cancel).await;
+            }
         }
         Ok(())
     }

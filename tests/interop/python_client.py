@@ -47,6 +47,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp.shared.subscriptions import ResourceUpdated
 
 MODES = {"auto": "auto", "default": "auto", "legacy": "legacy"}
 
@@ -343,6 +344,21 @@ async def front_door(client: Client, checks: Checks, summary: dict[str, Any]) ->
     )
     seen["completion"] = list(completion.completion.values)
     checks.expect("Engineering" in completion.completion.values, f"completion/complete: {completion}")
+
+    # A 2026-07-28 host subscribes with subscriptions/listen; the server's update for the
+    # URI reaches its stream (server-everything sends one when its updates are toggled on).
+    if client.protocol_version == "2026-07-28" and demo:
+        uri = demo[0]
+        updated = False
+        async with client.listen(resource_subscriptions=[uri]) as sub:
+            await client.call_tool("everything__toggle-subscriber-updates", {})
+            with anyio.move_on_after(10):
+                async for event in sub:
+                    if isinstance(event, ResourceUpdated) and event.uri == uri:
+                        updated = True
+                        break
+        seen["listen_updated"] = updated
+        checks.expect(updated, f"no resources/updated for {uri} on the listen stream")
 
 
 async def main_async(args: argparse.Namespace) -> int:
