@@ -575,18 +575,25 @@ async fn a_host_without_sampling_gets_a_clear_refusal() -> R {
     Ok(())
 }
 
-/// The handshake does not wait for slow servers: a server held back until a file exists
-/// does not stop `initialize` from being answered; tools/list then waits for it.
+/// chaos, and a chaos server `slow` that starts only once `flag` exists, with a list
+/// grace of `grace_ms`.
+fn with_slow_server(flag: &std::path::Path, grace_ms: u64) -> String {
+    format!(
+        "[proxy]\nlist_grace_ms = {grace_ms}\n{}\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"while [ ! -e {} ]; do sleep 0.02; done; exec {} demo chaos\"]\n",
+        chaos_config(""),
+        flag.display(),
+        common::bin()
+    )
+}
+
+/// The handshake does not wait for slow servers beyond the list grace: the tools that
+/// are ready are listed, a late server is announced with `list_changed`, and a call waits
+/// only for the server it goes to.
 #[tokio::test]
 async fn the_handshake_is_answered_while_servers_start() -> R {
     let dir = tempfile::tempdir()?;
     let flag = dir.path().join("go");
-    let config = format!(
-        "[proxy]\nlist_grace_ms = 300\n{}\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"while [ ! -e {} ]; do sleep 0.02; done; exec {} demo chaos\"]\n",
-        chaos_config(""),
-        flag.display(),
-        common::bin()
-    );
+    let config = with_slow_server(&flag, 300);
     // Connecting completes although `slow` cannot have started yet, and the tools that
     // are ready are listed after the grace.
     let proxy = tokio::time::timeout(Duration::from_secs(20), start(&config)).await??;
@@ -628,12 +635,7 @@ async fn the_handshake_is_answered_while_servers_start() -> R {
 async fn a_host_that_ignores_list_changed_waits_for_every_server() -> R {
     let dir = tempfile::tempdir()?;
     let flag = dir.path().join("go");
-    let config = format!(
-        "[proxy]\nlist_grace_ms = 100\n{}\n[servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"while [ ! -e {} ]; do sleep 0.02; done; exec {} demo chaos\"]\n",
-        chaos_config(""),
-        flag.display(),
-        common::bin()
-    );
+    let config = with_slow_server(&flag, 100);
     let flag_later = flag.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(1000)).await;

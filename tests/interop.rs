@@ -288,13 +288,7 @@ async fn everything_tools_list_is_the_direct_list_prefixed() -> R {
     let plain = start(&everything_config("")).await?;
     let deadline = Instant::now() + Duration::from_secs(10);
     let names = loop {
-        let names: Vec<String> = plain
-            .client
-            .list_all_tools()
-            .await?
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
+        let names = plain.tool_names().await?;
         if names.iter().any(|n| n == "everything__echo") || Instant::now() > deadline {
             break names;
         }
@@ -1234,14 +1228,8 @@ async fn include_and_exclude_filter_a_real_servers_tools() -> R {
             .map(|t| t.name.to_string())
             .collect();
         let expected = expected_of(&all);
-        let mut got: Vec<String> = proxy
-            .client
-            .list_all_tools()
-            .await?
-            .iter()
-            .map(|t| t.name.to_string())
-            .filter(|name| !OWN_TOOLS.contains(&name.as_str()))
-            .collect();
+        let mut got: Vec<String> = proxy.tool_names().await?;
+        got.retain(|name| !OWN_TOOLS.contains(&name.as_str()));
         got.sort();
         if got == expected || Instant::now() > deadline {
             break (got, expected);

@@ -87,13 +87,7 @@ async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
         [policy]\ndeny = [\"chaos__fail\", \"chaos__toggle*\"]\n\
         [servers.chaos]\nbuiltin = \"chaos\"\ntiers = { \"echo\" = \"write\" }\n";
     let proxy = start(config).await?;
-    let listed: Vec<String> = proxy
-        .client
-        .list_all_tools()
-        .await?
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let listed = proxy.tool_names().await?;
     assert!(listed.contains(&"chaos__echo".to_string()), "{listed:?}");
     assert!(
         !listed

@@ -174,6 +174,14 @@ pub struct Proxy {
     pub dir: tempfile::TempDir,
 }
 
+impl Proxy {
+    /// The names `tools/list` gives, in order.
+    pub async fn tool_names(&self) -> anyhow::Result<Vec<String>> {
+        let tools = self.client.list_all_tools().await?;
+        Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
+    }
+}
+
 /// Writes `config` to a temp folder and starts `planmux serve --config` on it.
 pub async fn start(config: &str) -> anyhow::Result<Proxy> {
     start_with(config, Recorder::default()).await
