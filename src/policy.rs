@@ -270,7 +270,7 @@ impl Policy {
     ) -> Approval {
         let mut approved = BTreeSet::new();
         for (step, tool, tier) in steps {
-            self.answer(step, tool, tier, Decision::Approved(by), plan);
+            self.answer(step, tool, tier, "approved", by, plan);
             approved.insert((step.to_owned(), tool.to_owned()));
         }
         Approval {
@@ -289,23 +289,30 @@ impl Policy {
         plan: &str,
     ) {
         for (step, tool, tier) in steps {
-            self.answer(step, tool, tier, Decision::Declined(by), plan);
+            self.answer(step, tool, tier, "declined", by, plan);
         }
     }
 
-    /// The user's answer about one step, in the audit trail.
-    fn answer(&self, step: &str, tool: &str, tier: Tier, decision: Decision, plan: &str) {
-        let noted = Approval {
-            steps: BTreeSet::new(),
-            by: Approver::Host,
-            plan: plan.to_owned(),
-        };
-        let route = Route::Plan {
-            run: String::new(),
-            step: step.to_owned(),
-            approval: Some(Arc::new(noted)),
-        };
-        self.record(tool, Some(tier), &route, decision);
+    /// The user's answer (`approved`, `declined`) about one step, in the audit trail.
+    fn answer(
+        &self,
+        step: &str,
+        tool: &str,
+        tier: Tier,
+        decision: &'static str,
+        by: Approver,
+        plan: &str,
+    ) {
+        self.record(Audited {
+            tool,
+            tier: Some(tier),
+            path: "approval",
+            decision,
+            run: None,
+            step: Some(step),
+            approved_by: Some(by.as_str()),
+            plan: Some(plan),
+        });
     }
 
     /// Whether `[policy] deny` matches an exported name.
@@ -342,11 +349,29 @@ impl Policy {
                 tool: tool.to_owned(),
             })
         };
-        let decision_made = match &decision {
-            Ok(_) => Decision::Allow,
-            Err(_) => Decision::Deny,
+        let (path, run, step, approval) = match route {
+            Route::Plan {
+                run,
+                step,
+                approval,
+            } => (
+                "plan",
+                Some(run.as_str()),
+                Some(step.as_str()),
+                approval.as_deref(),
+            ),
+            Route::Direct => ("direct", None, None, None),
         };
-        self.record(tool, tier, route, decision_made);
+        self.record(Audited {
+            tool,
+            tier,
+            path,
+            decision: if decision.is_ok() { "allow" } else { "deny" },
+            run,
+            step,
+            approved_by: approval.map(|a| a.by().as_str()),
+            plan: approval.map(Approval::plan),
+        });
         decision
     }
 
@@ -362,38 +387,17 @@ impl Policy {
     }
 
     /// One decision: a `tracing` event, and a JSON line when an audit log is set.
-    fn record(&self, tool: &str, tier: Option<Tier>, route: &Route, decision: Decision) {
-        let plan = match route {
-            Route::Plan {
-                approval: Some(a), ..
-            } => Some(a.plan()),
-            _ => None,
-        };
-        let (path, run, step, approved_by) = match (route, decision) {
-            (Route::Plan { step, .. }, Decision::Approved(by) | Decision::Declined(by)) => {
-                ("approval", None, Some(step.as_str()), Some(by.as_str()))
-            }
-            (
-                Route::Plan {
-                    run,
-                    step,
-                    approval,
-                },
-                _,
-            ) => (
-                "plan",
-                Some(run.as_str()),
-                Some(step.as_str()),
-                approval.as_ref().map(|a| a.by().as_str()),
-            ),
-            (Route::Direct, _) => ("direct", None, None, None),
-        };
-        let decision = match decision {
-            Decision::Allow => "allow",
-            Decision::Deny => "deny",
-            Decision::Approved(_) => "approved",
-            Decision::Declined(_) => "declined",
-        };
+    fn record(&self, entry: Audited<'_>) {
+        let Audited {
+            tool,
+            tier,
+            path,
+            decision,
+            run,
+            step,
+            approved_by,
+            plan,
+        } = entry;
         let tier = tier.map_or("unknown", Tier::as_str);
         tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, "authorization");
         let Some((log, file)) = &self.audit else {
@@ -428,15 +432,19 @@ impl Policy {
     }
 }
 
-/// What the audit trail records.
-#[derive(Debug, Clone, Copy)]
-enum Decision {
-    Allow,
-    Deny,
-    /// The user approved a plan step before it ran.
-    Approved(Approver),
-    /// The user was asked and did not approve.
-    Declined(Approver),
+/// One line of the audit trail.
+struct Audited<'a> {
+    tool: &'a str,
+    tier: Option<Tier>,
+    /// `direct`, `plan` or `approval`.
+    path: &'static str,
+    /// `allow`, `deny`, `approved` or `declined`.
+    decision: &'static str,
+    run: Option<&'a str>,
+    step: Option<&'a str>,
+    approved_by: Option<&'static str>,
+    /// The digest of the plan an approval is for.
+    plan: Option<&'a str>,
 }
 
 #[cfg(test)]

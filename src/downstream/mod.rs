@@ -217,10 +217,11 @@ impl Downstreams {
         if self.catalog().get(name).is_some() {
             return;
         }
-        let Some(server) = self.servers.iter().find(|s| {
-            matches!(s.state(), State::Starting)
-                && name.starts_with(&format!("{}{}", s.config.name, self.separator))
-        }) else {
+        let Some(server) = self
+            .servers
+            .iter()
+            .find(|s| matches!(s.state(), State::Starting) && self.names(s, name))
+        else {
             return;
         };
         let deadline = tokio::time::Instant::now() + server.config.startup_timeout;
@@ -295,13 +296,23 @@ impl Downstreams {
             .collect()
     }
 
+    /// Whether `exported` is a name under `server`'s prefix (never, for a server with
+    /// `namespace = false`: its names say nothing of it).
+    fn names(&self, server: &Server, exported: &str) -> bool {
+        server.config.namespace
+            && exported
+                .strip_prefix(server.config.name.as_str())
+                .is_some_and(|rest| rest.starts_with(self.separator.as_str()))
+    }
+
     /// For a name under a server that never started (so its tools are unknown), the error
     /// that says so. `name` is an exported name, or `server:tool` as plans may write it.
     pub fn never_started(&self, name: &str) -> Option<DownstreamError> {
         self.servers.iter().find_map(|s| {
-            let under = |sep: &str| name.starts_with(&format!("{}{sep}", s.config.name));
-            let named = s.config.namespace && under(&self.separator) || under(":");
-            if !named || s.startup_time().is_some() {
+            let written = name
+                .split_once(':')
+                .is_some_and(|(server, _)| server == s.config.name);
+            if !(self.names(s, name) || written) || s.startup_time().is_some() {
                 return None;
             }
             let reason = match s.state() {
@@ -380,7 +391,7 @@ impl Downstreams {
                 name: params.name.to_string(),
             });
         };
-        let Some(server) = self.servers.iter().find(|s| s.config.name == entry.server) else {
+        let Some(server) = self.server(&entry.server) else {
             return Err(DownstreamError::Closed {
                 server: entry.server.clone(),
             });
@@ -404,7 +415,7 @@ impl Downstreams {
     /// Re-lists what one server offers (after a `list_changed` or a reconnect) and tells
     /// the host which of its lists changed.
     async fn refresh(&self, server_name: &str) {
-        let Some(server) = self.servers.iter().find(|s| s.config.name == server_name) else {
+        let Some(server) = self.server(server_name) else {
             return;
         };
         if let Err(e) = server.relist().await {

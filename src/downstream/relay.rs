@@ -81,14 +81,25 @@ impl HostLink {
 
     /// Waits until a host has connected (its handshake or first request), at most `limit`.
     pub async fn arrival(&self, limit: std::time::Duration) {
+        self.until(limit, || self.get().map(|_| ())).await;
+    }
+
+    /// Waits, at most `limit`, until `decided` gives an answer, looking again each time a
+    /// host connects or finishes its handshake.
+    async fn until<T>(
+        &self,
+        limit: std::time::Duration,
+        decided: impl Fn() -> Option<T>,
+    ) -> Option<T> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let connected = self.connected.notified();
-            if self.get().is_some() {
-                return;
+            // Registered before looking, so a change in between is not missed.
+            let changed = self.connected.notified();
+            if let Some(answer) = decided() {
+                return Some(answer);
             }
-            if tokio::time::timeout_at(deadline, connected).await.is_err() {
-                return;
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return None;
             }
         }
     }
@@ -229,21 +240,19 @@ impl HostLink {
         } else {
             std::time::Duration::ZERO
         };
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let connected = self.connected.notified();
-            if let Some(peer) = self.get() {
-                // A 2026-07-28 host has no session to send requests on: no wait helps.
-                let caps = peer.peer_info()?.capabilities.clone();
-                // Nothing may reach a host before its handshake is done.
-                if self.initialized.load(Ordering::Acquire) {
-                    return Some((peer, caps));
-                }
-            }
-            if tokio::time::timeout_at(deadline, connected).await.is_err() {
-                return None;
-            }
-        }
+        let decided = || {
+            let peer = self.get()?;
+            // A 2026-07-28 host has no session to send requests on: no wait helps.
+            let Some(info) = peer.peer_info() else {
+                return Some(None);
+            };
+            let caps = info.capabilities.clone();
+            // Nothing may reach a host before its handshake is done.
+            self.initialized
+                .load(Ordering::Acquire)
+                .then_some(Some((peer, caps)))
+        };
+        self.until(wait, decided).await.flatten()
     }
 }
 

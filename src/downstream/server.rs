@@ -216,7 +216,11 @@ impl Server {
 
     /// Its tools (after filters), as last listed.
     pub fn tools(&self) -> Vec<Tool> {
-        self.offer().tools
+        self.offer
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tools
+            .clone()
     }
 
     /// Everything it offers, as last listed.
