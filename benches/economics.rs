@@ -34,8 +34,9 @@ use std::sync::Arc;
 use anyhow::{Context, ensure};
 use planmux::config::{Config, DEFAULT_CONFIG};
 use planmux::downstream::Downstreams;
-use planmux::plan::{EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, execute_plan_input_schema};
+use planmux::policy::Confirm;
 use planmux::runner::PlanRunner;
+use planmux::upstream::surface;
 use rmcp::model::Tool;
 use serde_json::json;
 
@@ -89,6 +90,9 @@ async fn measure(config: &Config, downstreams: Arc<Downstreams>) -> anyhow::Resu
     let tokens = Tokenizer::new()?;
     let runner = PlanRunner::new(downstreams.clone(), config);
     let catalog: Vec<Tool> = downstreams.catalog().definitions().cloned().collect();
+    // What the host lists beside the catalog: execute_plan as built from it.
+    let execute_plan = surface::execute_plan_tool(&downstreams.catalog(), Confirm::None, false);
+    let description = execute_plan.description.as_deref().unwrap_or_default();
     let fixed = Fixed {
         prefix: PREFIX.iter().map(|(_, text)| tokens.message(text)).sum(),
         tools: catalog
@@ -100,9 +104,9 @@ async fn measure(config: &Config, downstreams: Arc<Downstreams>) -> anyhow::Resu
             .sum(),
         execute_plan: definition_tokens(
             &tokens,
-            EXECUTE_PLAN_TOOL,
-            EXECUTE_PLAN_DESCRIPTION,
-            &execute_plan_input_schema(),
+            &execute_plan.name,
+            description,
+            &execute_plan.input_schema,
         ),
     };
     let mut scenarios = Vec::new();
@@ -119,7 +123,7 @@ async fn measure(config: &Config, downstreams: Arc<Downstreams>) -> anyhow::Resu
         tool_count: catalog.len(),
         tool_tokens: fixed.tools,
         execute_plan_tokens: fixed.execute_plan,
-        description_tokens: tokens.count(EXECUTE_PLAN_DESCRIPTION),
+        description_tokens: tokens.count(description),
     })
 }
 

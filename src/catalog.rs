@@ -3,6 +3,7 @@
 //! [`resources`], the merged prompts, resources and templates.
 
 pub mod resources;
+pub mod search;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -41,9 +42,10 @@ impl Pins {
 
 /// planmux's own tools: a downstream tool whose exported name would be one of these (with
 /// `separator = "_"`, server `approve` and tool `plan`) gets a hash suffix instead.
-const RESERVED: [&str; 2] = [
+const RESERVED: [&str; 3] = [
     crate::plan::EXECUTE_PLAN_TOOL,
     crate::approval::APPROVE_PLAN_TOOL,
+    "search_tools",
 ];
 
 /// Hosts reject longer tool names (the Anthropic and OpenAI APIs cap them at 64).
@@ -115,6 +117,8 @@ pub struct Catalog {
     resources: Resources,
     /// Names two tools would both export (one is left out), as messages.
     clashes: Vec<String>,
+    /// `search_tools`' index, built on the first search.
+    index: std::sync::OnceLock<search::Index>,
 }
 
 impl Catalog {
@@ -248,6 +252,37 @@ impl Catalog {
     /// The exported definitions, for `tools/list`.
     pub fn definitions(&self) -> impl Iterator<Item = &Tool> {
         self.entries.iter().map(|e| &e.definition)
+    }
+
+    /// The tools that match `query`, best first; only those of `server` when one is
+    /// given (its name, case and `-`/`_` ignored).
+    pub fn search(&self, query: &str, server: Option<&str>) -> Vec<&Entry> {
+        let index = self
+            .index
+            .get_or_init(|| search::Index::build(&self.entries));
+        let server = server.map(crate::plan::fold_name);
+        let keep = |i: usize| {
+            server
+                .as_ref()
+                .is_none_or(|s| crate::plan::fold_name(&self.entries[i].server) == *s)
+        };
+        index
+            .search(query, keep)
+            .into_iter()
+            .map(|i| &self.entries[i])
+            .collect()
+    }
+
+    /// Each server with tools, in config order, with how many it has.
+    pub fn servers(&self) -> Vec<(&str, usize)> {
+        let mut servers: Vec<(&str, usize)> = Vec::new();
+        for entry in &self.entries {
+            match servers.last_mut() {
+                Some((name, count)) if *name == entry.server => *count += 1,
+                _ => servers.push((&entry.server, 1)),
+            }
+        }
+        servers
     }
 
     /// Up to `n` exported names closest to `name`, for "did you mean" hints.

@@ -79,6 +79,40 @@ pub struct ProxySettings {
     pub wire: crate::wire::Limits,
     /// Where every authorization decision is also appended as a JSON line.
     pub audit_log: Option<PathBuf>,
+    /// Which tools `tools/list` shows (`surface`).
+    pub surface: Surface,
+    /// Exported-name globs listed even when the surface is compact (`always_list`).
+    pub always_list: Option<GlobSet>,
+    /// The most tools `auto` lists in full, whatever the host's profile says
+    /// (`tool_budget`).
+    pub tool_budget: Option<usize>,
+}
+
+/// `[proxy] surface`: which tools `tools/list` shows the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Surface {
+    /// Full when the catalog fits the host's tool budget (and name budget), else compact.
+    #[default]
+    Auto,
+    /// Every tool.
+    Full,
+    /// planmux's own tools and `always_list`; the rest are found with `search_tools`.
+    Compact,
+}
+
+impl Surface {
+    pub const ALL: [(Surface, &'static str); 3] = [
+        (Surface::Auto, "auto"),
+        (Surface::Full, "full"),
+        (Surface::Compact, "compact"),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map_or("auto", |(_, name)| name)
+    }
 }
 
 impl Default for ProxySettings {
@@ -94,6 +128,9 @@ impl Default for ProxySettings {
             list_grace: Duration::from_millis(DEFAULT_LIST_GRACE_MS),
             wire: crate::wire::Limits::default(),
             audit_log: None,
+            surface: Surface::default(),
+            always_list: None,
+            tool_budget: None,
         }
     }
 }

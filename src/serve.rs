@@ -59,7 +59,13 @@ where
     // The host hanging up is noticed even while rmcp is still draining requests.
     let eof = transport.eof();
     let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));
-    let upstream = Upstream::new(downstreams.clone(), runner, host, stop.clone());
+    let upstream = Upstream::new(
+        downstreams.clone(),
+        runner,
+        host,
+        stop.clone(),
+        &config.proxy,
+    );
     let session = async {
         let service = upstream.serve(transport).await?;
         let waiting = service.waiting();

@@ -7,6 +7,8 @@
 #![allow(deprecated)]
 
 mod plans;
+mod search;
+pub mod surface;
 
 use std::sync::Arc;
 
@@ -24,10 +26,14 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::APPROVE_PLAN_TOOL;
+use crate::config::ProxySettings;
 use crate::downstream::{DownstreamError, Downstreams, HostLink, ProgressSink};
 use crate::plan::EXECUTE_PLAN_TOOL;
 use crate::policy::{Confirm, Route};
 use crate::runner::PlanRunner;
+use search::search_tools;
+use surface::Shape;
+use surface::{SEARCH_TOOLS_TOOL, search_tools_tool};
 
 /// Longest error text a tool result carries: room for every plan issue reported, a cap
 /// for anything quoted from outside.
@@ -47,6 +53,10 @@ pub struct Upstream {
     /// How many listen streams hold each resource URI: the downstream subscription is
     /// made for the first and ended with the last.
     listening: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    /// How `tools/list` is shaped (`[proxy] surface`).
+    shape: Arc<Shape>,
+    /// Whether the last list was compact (what `execute_plan`'s description says).
+    compact: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Upstream {
@@ -56,6 +66,7 @@ impl Upstream {
         runner: Arc<PlanRunner>,
         host: Arc<HostLink>,
         shutdown: CancellationToken,
+        proxy: &ProxySettings,
     ) -> Self {
         Self {
             downstreams,
@@ -63,7 +74,27 @@ impl Upstream {
             host,
             shutdown,
             listening: Arc::default(),
+            shape: Arc::new(Shape::new(proxy)),
+            compact: Arc::default(),
         }
+    }
+
+    /// planmux's own tools listed beside the catalog's in full.
+    fn own_tools(&self) -> usize {
+        1 + usize::from(self.runner.confirm() != Confirm::None)
+    }
+
+    /// Full or compact for this host, now, logged when it changes.
+    fn decide(&self, context: &RequestContext<RoleServer>) -> bool {
+        let client = context.client_info();
+        let host = surface::profile(client.as_ref());
+        let decision = self
+            .shape
+            .decide(host, &self.downstreams.catalog(), self.own_tools());
+        self.shape.log(client.as_ref(), &decision);
+        self.compact
+            .store(decision.compact, std::sync::atomic::Ordering::Relaxed);
+        decision.compact
     }
 
     /// Counts a listen stream's interest in `uri`: true when it is the first (`add`) or
@@ -86,13 +117,11 @@ impl Upstream {
         last
     }
 
-    /// Waits for the servers' first start: in full for a host that ignores `list_changed`,
-    /// else within the list grace.
+    /// Waits for the servers' first start: in full for a host that ignores `list_changed`
+    /// (a server announced later would never be seen), else within the list grace.
     async fn settle(&self, context: &RequestContext<RoleServer>) {
-        let full = context
-            .client_info()
-            .is_some_and(|info| IGNORE_LIST_CHANGED.contains(&info.name.as_str()));
-        self.downstreams.settled(full).await;
+        let host = surface::profile(context.client_info().as_ref());
+        self.downstreams.settled(!host.list_changed).await;
     }
 
     /// planmux's instructions, then each server's own under its name, bounded: each to
@@ -120,11 +149,6 @@ impl Upstream {
         text
     }
 }
-
-/// Hosts known to ignore `list_changed` (by `clientInfo.name`): their lists wait for
-/// every server's first start, since a server announced later would never be seen.
-/// Claude Desktop reads the tool list once per connection.
-const IGNORE_LIST_CHANGED: [&str; 1] = ["claude-ai"];
 
 /// Longest instructions taken from one server, and from all of them together.
 const MAX_SERVER_INSTRUCTIONS: usize = 2_000;
@@ -208,6 +232,7 @@ impl ServerHandler for Upstream {
         context.peer.set_peer_info(request.clone());
         self.host.set(context.peer.clone());
         self.settle(&context).await;
+        self.decide(&context);
         self.negotiate_initialize(&request)
     }
 
@@ -299,21 +324,29 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.settle(&context).await;
+        let compact = self.decide(&context);
         let catalog = self.downstreams.catalog();
-        let mut tools: Vec<Tool> = catalog.definitions().cloned().collect();
-        tools.push(self.execute_plan_tool());
-        if self.runner.confirm() != Confirm::None {
-            tools.push(Self::approve_plan_tool());
-        }
+        let tools = surface::listed(&catalog, &self.shape, self.runner.confirm(), compact);
         Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         if name == EXECUTE_PLAN_TOOL {
-            return Some(self.execute_plan_tool());
+            let compact = self.compact.load(std::sync::atomic::Ordering::Relaxed);
+            let catalog = self.downstreams.catalog();
+            return Some(surface::execute_plan_tool(
+                &catalog,
+                self.runner.confirm(),
+                compact,
+            ));
+        }
+        if name == SEARCH_TOOLS_TOOL {
+            return Some(search_tools_tool(
+                self.downstreams.catalog().servers().len(),
+            ));
         }
         if name == APPROVE_PLAN_TOOL && self.runner.confirm() != Confirm::None {
-            return Some(Self::approve_plan_tool());
+            return Some(surface::approve_plan_tool());
         }
         self.downstreams
             .catalog()
@@ -488,6 +521,11 @@ impl ServerHandler for Upstream {
         }
         if request.name == APPROVE_PLAN_TOOL && self.runner.confirm() != Confirm::None {
             return Ok(self.approve_plan(request.arguments, &context).await);
+        }
+        if request.name == SEARCH_TOOLS_TOOL {
+            let catalog = self.downstreams.catalog();
+            let instructions = self.downstreams.instructions();
+            return Ok(search_tools(&catalog, &instructions, request.arguments.as_ref()).into());
         }
         let progress = context.meta.get_progress_token().map(|token| ProgressSink {
             peer: context.peer.clone(),

@@ -46,12 +46,21 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
     let config = dir.path().join("servers.toml");
     let stdio_child = stdio_server("chaos2", common::bin(), &["demo", "chaos"], "");
     let everything = everything_config("");
+    // Every tool listed: what is checked is each one's definition on the wire.
     std::fs::write(
         &config,
         format!(
-            "[servers.metrics]\nbuiltin = \"metrics\"\n\n[servers.weather]\nbuiltin = \"weather\"\n\n\
+            "[proxy]\nsurface = \"full\"\n\n[servers.metrics]\nbuiltin = \"metrics\"\n\n[servers.weather]\nbuiltin = \"weather\"\n\n\
              [servers.chaos]\nbuiltin = \"chaos\"\n\n\
              [servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n\n{stdio_child}\n{everything}"
+        ),
+    )?;
+    let compact = dir.path().join("compact.toml");
+    std::fs::write(
+        &compact,
+        format!(
+            "[proxy]\nsurface = \"compact\"\n\n[servers.weather]\nbuiltin = \"weather\"\n\n\
+             [servers.chaos]\nbuiltin = \"chaos\"\n\n{everything}"
         ),
     )?;
     let wire = dir.path().join(format!("wire-{mode}.log"));
@@ -71,6 +80,8 @@ async fn python_client(mode: &str, expect_protocol: &str) -> anyhow::Result<Valu
         .arg("--sandbox")
         .arg(dir.path().join("sandbox"))
         .arg("--everything")
+        .arg("--compact-config")
+        .arg(&compact)
         .args(["--expect-protocol", expect_protocol])
         .arg("--wire-log")
         .arg(&wire)
@@ -122,6 +133,18 @@ fn check_python_summary(summary: &Value, mode: &str, protocol: &str) {
         front["completion"],
         json!(["Engineering"]),
         "{mode}: {front:#}"
+    );
+    // Compact: a tool found with search_tools runs in a plan, and by name.
+    let compact = &summary["compact"];
+    assert_eq!(
+        compact["found"][0],
+        json!("weather__get_weather"),
+        "{mode}: {compact:#}"
+    );
+    assert_eq!(
+        compact["plan"]["where"],
+        json!("Oslo"),
+        "{mode}: {compact:#}"
     );
     // Plan approval: accepted, declined, and the token path, all in this mode.
     let approval = &summary["approval"];

@@ -8,7 +8,9 @@ use std::time::Duration;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use toml::{Table, Value};
 
-use super::{ConfigError, PolicyConfig, ProxySettings, ServerConfig, Transport, is_name_char};
+use super::{
+    ConfigError, PolicyConfig, ProxySettings, ServerConfig, Surface, Transport, is_name_char,
+};
 use crate::policy::{Tier, TierRules};
 
 const PROXY_KEYS: &[&str] = &[
@@ -23,6 +25,9 @@ const PROXY_KEYS: &[&str] = &[
     "max_message_bytes",
     "max_nesting",
     "audit_log",
+    "surface",
+    "always_list",
+    "tool_budget",
 ];
 const POLICY_KEYS: &[&str] = &["confirm", "deny"];
 const SERVER_KEYS: &[&str] = &[
@@ -116,6 +121,22 @@ impl Cx<'_> {
                 "max_message_bytes" => p.wire.max_message_bytes = self.positive(s, key, value)?,
                 "max_nesting" => p.wire.max_nesting = self.positive(s, key, value)?,
                 "audit_log" => p.audit_log = Some(self.base.join(self.expanded(s, key, value)?)),
+                "surface" => {
+                    let name = self.string(s, key, value)?;
+                    p.surface = Surface::ALL
+                        .iter()
+                        .find(|(_, n)| *n == name)
+                        .map(|(surface, _)| *surface)
+                        .ok_or_else(|| {
+                            self.key_error(
+                                s,
+                                key,
+                                format!("'{name}' is not one of \"auto\", \"full\", \"compact\""),
+                            )
+                        })?;
+                }
+                "always_list" => p.always_list = self.globs(s, key, Some(value))?,
+                "tool_budget" => p.tool_budget = Some(self.positive(s, key, value)?),
                 other => return Err(self.key_error(s, other, unknown(other, PROXY_KEYS))),
             }
         }

@@ -113,7 +113,8 @@ impl DemoServer {
         })
     }
 
-    fn tools(&self) -> Vec<Tool> {
+    /// The tools it lists now.
+    pub(crate) fn tools(&self) -> Vec<Tool> {
         match self.kind {
             DemoKind::Metrics => metrics::tools(),
             DemoKind::Weather => weather::tools(),
@@ -249,4 +250,31 @@ impl OutputSchemaExt for Tool {
     fn with_output_schema_value(self, schema: Value) -> Self {
         self.with_raw_output_schema(std::sync::Arc::new(as_object(schema)))
     }
+}
+
+/// The demo servers' catalog (metrics, weather, files, chaos) as the default config
+/// exports it, for tests of what is built from a catalog.
+#[cfg(test)]
+pub(crate) fn demo_catalog() -> crate::catalog::Catalog {
+    use crate::catalog::{Catalog, Pins, ServerTools};
+    let servers: Vec<ServerTools> = [
+        DemoKind::Metrics,
+        DemoKind::Weather,
+        DemoKind::Files,
+        DemoKind::Chaos,
+    ]
+    .into_iter()
+    .map(|kind| ServerTools {
+        server: kind.name().into(),
+        namespace: true,
+        tools: DemoServer::new(kind, None).tools(),
+        tiers: crate::policy::TierRules::default(),
+    })
+    .collect();
+    Catalog::build(
+        "__",
+        &servers,
+        &crate::policy::Policy::default(),
+        &Pins::Unpinned,
+    )
 }

@@ -5,26 +5,24 @@ use serde_json::{Value, json};
 
 use super::model::{OnError, Strategy};
 
-/// The `execute_plan` tool description: the format, the reference forms, strategies and
-/// `on_error`, with one worked example. It is sent with every request the model gets, so
-/// every token counts: under 400 (a test holds it there).
-pub const EXECUTE_PLAN_DESCRIPTION: &str = r#"Run many tool calls in one call: each step starts once the steps it reads are done, in parallel where possible; only the outputs you list come back.
+/// The `execute_plan` tool description around its example: the format, the reference
+/// forms, strategies and `on_error`. It is sent with every request the model gets, so
+/// every token counts: with its example, under 400 (a test holds it there).
+const INTRO: &str = r#"Run many tool calls in one call: each step starts once the steps it reads are done, in parallel where possible; only the outputs you list come back.
 
 Step: {"id", "tool", "args"}, optional "depends_on": [ids], "timeout_ms", "retries".
 References in args: "$ref:STEP.PATH", {"$ref": "STEP.PATH"} or "${STEP.PATH}" alone give the value, typed; "a ${STEP.PATH} b" splices it into text. STEP: step id, steps[N] or input (the plan's "inputs"); PATH: a.b[0].c. Filter: {"$ref": "STEP", "jsonpath": "$.items[?@.size > 10]"}. Missing path: null. Literal ${: write $${.
-"outputs": step ids, or named picks: {"hot": {"$ref": "STEP", "jsonpath": "…"}, "n": "$ref:cpu.name"}.
+"outputs": step ids, or named picks: {"hot": {"$ref": "STEP", "jsonpath": "…"}, "n": "$ref:cpu.name"}."#;
 
-Example:
-{"steps": [
-  {"id": "list", "tool": "metrics__list_metrics", "args": {"category": "compute"}},
-  {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "$ref:list.metrics[0].name"}},
-  {"id": "check", "tool": "metrics__check_threshold",
-   "args": {"metric": "${cpu.name}", "value": "$ref:cpu.current", "threshold": 80, "op": "gt"}}],
- "outputs": ["check"]}
-
-"strategy": auto (default) or parallel, sequential, chained (in order; previous output goes to arg "input" or "pipe_to"), competitive (first success wins).
+const RULES: &str = r#""strategy": auto (default) or parallel, sequential, chained (in order; previous output goes to arg "input" or "pipe_to"), competitive (first success wins).
 "on_error": fail_forward (default; skip dependents of a failure), fail_fast, continue (pass the error on).
 Invalid plans are not run; all problems are listed."#;
+
+/// The `execute_plan` description with `example` (a plan over tools the catalog has,
+/// introduced by a line saying so) between the format and the rules.
+pub fn execute_plan_description(example: &str) -> String {
+    format!("{INTRO}\n\n{example}\n\n{RULES}")
+}
 
 /// The JSON Schema of `execute_plan`'s arguments: the canonical fields, or `plan` as a
 /// JSON string (or object). Aliases from the seed dialects are accepted too but not

@@ -26,13 +26,14 @@ mod validated;
 #[cfg(test)]
 mod tests;
 
-pub use describe::{EXECUTE_PLAN_DESCRIPTION, execute_plan_input_schema};
+pub use describe::{execute_plan_description, execute_plan_input_schema};
 pub use dialects::parse;
 pub use issue::{
     IssueKind, IssueList, MAX_ISSUE_CHARS, MAX_ISSUES, PlanIssue, cap_issues, describe_value,
     render_issues, sort_issues,
 };
 pub use model::{OnError, OutputSlots, Plan, Step, StepId, Strategy};
+pub(crate) use names::fold_name;
 pub use output::{ToolOutcome, output_value, parse_text, tool_outcome};
 pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
 pub use resolve::ResolveWarning;

@@ -10,7 +10,7 @@ use rmcp::model::{
     ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationSchema, ErrorCode, InputRequest, InputRequests,
     InputRequiredResult, InputResponses, JsonObject, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ServerRequest, Tool, ToolAnnotations,
+    ProtocolVersion, ServerRequest,
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{Peer, RoleServer};
@@ -19,72 +19,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Upstream, tool_error};
-use crate::approval::{APPROVE_PLAN_TOOL, Channel, Request};
-use crate::exec::{Observer, StepRecord, StepStatus, is_error, result_schema};
-use crate::plan::{
-    EXECUTE_PLAN_DESCRIPTION, EXECUTE_PLAN_TOOL, ValidatedPlan, execute_plan_input_schema,
-    render_issues,
-};
-use crate::policy::{Approval, Approver, Confirm, Tier};
+use crate::approval::{Channel, Request};
+use crate::exec::{Observer, StepRecord, StepStatus, is_error};
+use crate::plan::{ValidatedPlan, render_issues};
+use crate::policy::{Approval, Approver};
 use crate::runner::Unchecked;
 
 impl Upstream {
-    /// The `execute_plan` tool definition. Its hints are honest about what a plan can
-    /// reach: read-only when every tool is, destructive when any tool is.
-    pub(super) fn execute_plan_tool(&self) -> Tool {
-        let catalog = self.downstreams.catalog();
-        let most = catalog.tool_specs().iter().map(|t| t.tier).max();
-        let confirm = self.runner.confirm();
-        let description = if confirm == Confirm::None {
-            EXECUTE_PLAN_DESCRIPTION.to_owned()
-        } else {
-            format!("{EXECUTE_PLAN_DESCRIPTION}\n\n{APPROVAL_NOTE}")
-        };
-        Tool::new(
-            EXECUTE_PLAN_TOOL,
-            description,
-            Arc::new(as_object(execute_plan_input_schema())),
-        )
-        .with_raw_output_schema(Arc::new(as_object(result_schema())))
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(most.is_none_or(|t| t == Tier::Read))
-                .destructive(most == Some(Tier::Destructive))
-                .open_world(true),
-        )
-    }
-
-    /// The `approve_plan` tool definition: destructive, so that hosts ask their user.
-    pub(super) fn approve_plan_tool() -> Tool {
-        Tool::new(
-            APPROVE_PLAN_TOOL,
-            "Runs a plan that execute_plan answered with status \"needs_approval\": pass its \
-             approval.token and repeat approval.steps (and approval.inputs, when present) exactly. Your user sees these steps when \
-             asked to allow this call. The token runs its plan once and expires after 10 minutes.",
-            Arc::new(as_object(json!({
-                "type": "object",
-                "properties": {
-                    "token": {"type": "string", "description": "approval.token from execute_plan's result"},
-                    "steps": {
-                        "type": "array",
-                        "description": "approval.steps from execute_plan's result, unchanged: each step's id, tool, tier and arguments as written",
-                        "items": {"type": "object"}
-                    },
-                    "inputs": {"description": "approval.inputs from execute_plan's result, unchanged, when it has them"}
-                },
-                "required": ["token", "steps"]
-            }))),
-        )
-        .with_raw_output_schema(Arc::new(as_object(result_schema())))
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(false)
-                .open_world(true),
-        )
-    }
-
     /// `execute_plan`: validates, asks for approval when a step needs it, runs.
     pub(super) async fn execute_plan(
         &self,
@@ -360,11 +301,6 @@ fn unchecked(why: Unchecked) -> CallToolResponse {
 /// The key of planmux's approval request among a 2026-07-28 host's input requests.
 const APPROVAL_KEY: &str = "planmux_approval";
 
-/// What `execute_plan`'s description adds when plans may need approval.
-const APPROVAL_NOTE: &str = "Before a plan that calls a write or destructive tool runs, your user approves it: \
-    either planmux asks them directly, or the result has status \"needs_approval\" with \
-    approval.token and approval.steps; then call approve_plan with both, unchanged.";
-
 /// The answer to give instead of running the plan (declined, unanswered, needs_approval,
 /// input required).
 struct Instead(Box<CallToolResponse>);
@@ -427,13 +363,6 @@ fn needs_approval(asked: &Request, token: &str, expires_in_s: u64) -> CallToolRe
     result.content = vec![ContentBlock::text(text)];
     result.is_error = Some(false);
     result
-}
-
-fn as_object(value: Value) -> JsonObject {
-    match value {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    }
 }
 
 /// Sends one progress notification per finished step, in order, to the host.

@@ -361,6 +361,31 @@ async def front_door(client: Client, checks: Checks, summary: dict[str, Any]) ->
         checks.expect(updated, f"no resources/updated for {uri} on the listen stream")
 
 
+async def compact(client: Client, checks: Checks, summary: dict[str, Any]) -> None:
+    """A compact surface: only planmux's tools are listed; search_tools finds a tool,
+    which then runs in a plan and directly, by its name."""
+    listed = sorted(tool.name for tool in (await client.list_tools()).tools)
+    checks.expect("search_tools" in listed and "execute_plan" in listed, f"compact tools/list: {listed}")
+    checks.expect("weather__get_weather" not in listed, f"compact tools/list shows the catalog: {listed}")
+    found = await client.call_tool("search_tools", {"query": "current weather in a city", "limit": 3})
+    tools = (found.structured_content or {}).get("tools", [])
+    names = [tool.get("name") for tool in tools]
+    checks.expect(names[:1] == ["weather__get_weather"], f"search_tools found {names}: {dump(found)}")
+    first = tools[0] if tools else {}
+    checks.expect(first.get("tier") == "read" and "inputSchema" in first, f"search result: {first!r}")
+    plan = {"steps": [{"id": "w", "tool": names[0] if names else "?", "args": {"location": "Oslo"}}],
+            "outputs": {"where": "$ref:w.location"}}
+    ran = await client.call_tool("execute_plan", plan)
+    outputs = (ran.structured_content or {}).get("outputs", {})
+    checks.expect(not ran.is_error and outputs.get("where") == "Oslo", f"plan over a found tool: {dump(ran)}")
+    direct = await client.call_tool("weather__get_weather", {"location": "Oslo"})
+    checks.expect(not direct.is_error, f"an unlisted tool called by name: {dump(direct)}")
+    index = await client.call_tool("search_tools", {})
+    servers = [s.get("name") for s in (index.structured_content or {}).get("servers", [])]
+    checks.expect("weather" in servers, f"server index: {servers}")
+    summary["compact"] = {"listed": listed, "found": names, "plan": outputs, "servers": servers}
+
+
 async def main_async(args: argparse.Namespace) -> int:
     mode = MODES[args.mode]
     # The SDK passes only a safe list of variables to the server: hand RUST_LOG on explicitly.
@@ -379,6 +404,12 @@ async def main_async(args: argparse.Namespace) -> int:
                     await front_door(client, checks, summary)
             if args.sandbox:
                 await approvals(lambda: tapped(params, wire), wire, mode, args.sandbox, checks, summary)
+            if args.compact_config:
+                compact_params = StdioServerParameters(
+                    command=args.planmux, args=["serve", "--config", args.compact_config], env=env
+                )
+                async with Client(tapped(compact_params, wire), mode=mode, read_timeout_seconds=args.timeout) as client:
+                    await compact(client, checks, summary)
     except BaseException as exc:  # noqa: BLE001 - any failure is reported, with its cause
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -433,6 +464,8 @@ def main() -> int:
     parser.add_argument("--everything", action="store_true",
                         help="the config has server-everything as `everything`: check prompts, resources, completions")
     parser.add_argument("--sandbox", help="the files demo's folder: also check plan approval")
+    parser.add_argument("--compact-config", help="servers.toml with surface = \"compact\" and the weather demo: "
+                        "check search_tools and plans over found tools")
     parser.add_argument("--expect-protocol", help="fail unless this protocol version was negotiated")
     parser.add_argument("--wire-log", help="write every JSON-RPC message to this file")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run")
