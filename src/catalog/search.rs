@@ -35,13 +35,13 @@ enum Field {
 const FIELDS: usize = 5;
 /// How much a word counts in each field: a name says what a tool does, a parameter what
 /// it works on.
-const WEIGHTS: [f32; FIELDS] = [3.0, 2.0, 1.0, 0.5, 1.5];
+const WEIGHTS: [f32; FIELDS] = [2.0, 2.0, 1.0, 0.5, 1.5];
 /// Length normalisation per field: names and server names are short by nature.
 const B: [f32; FIELDS] = [0.3, 0.3, 0.75, 0.75, 0.0];
 /// BM25's term-frequency saturation.
-const K1: f32 = 2.0;
+const K1: f32 = 1.2;
 /// How much a synonym of a query word counts, against the word itself.
-const SYNONYM_WEIGHT: f32 = 0.35;
+const SYNONYM_WEIGHT: f32 = 0.5;
 
 /// One tool as the index sees it.
 struct Doc {
@@ -155,6 +155,14 @@ impl Index {
                     idf.get_or_insert(own);
                 }
             }
+            if forms.is_empty() {
+                // An unknown word may still share its start with words of the catalog
+                // (`memorized`, `memory`): each such word counts as a synonym.
+                for (term, own) in self.idf.iter().filter(|(t, _)| same_start(t, &word)) {
+                    forms.push((term.as_str(), SYNONYM_WEIGHT));
+                    idf = Some(idf.map_or(*own, |i: f32| i.max(*own)));
+                }
+            }
             if let Some(idf) = idf {
                 let forms = forms.into_iter().map(|(f, w)| (f.to_owned(), w)).collect();
                 terms.push(QueryWord { idf, forms });
@@ -187,6 +195,13 @@ impl Index {
         }
         score
     }
+}
+
+/// Whether two words share a start of at least five characters, or one of at least
+/// four is the start of the other.
+fn same_start(a: &str, b: &str) -> bool {
+    let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    common >= 5 || common >= 4 && common == a.chars().count().min(b.chars().count())
 }
 
 /// One word of a query: its IDF (or its first synonym's when the catalog lacks the word)
@@ -347,14 +362,15 @@ const STOP_WORDS: &[&str] = &[
 /// them. A word may be in several groups.
 const SYNONYMS: &[&[&str]] = &[
     &[
-        "create", "make", "new", "add", "generate", "insert", "post", "submit", "open",
+        "create", "make", "new", "add", "generate", "insert", "submit",
     ],
     &[
-        "delete", "remove", "erase", "destroy", "drop", "clear", "trash", "purge",
+        "delete", "remove", "erase", "destroy", "drop", "clear", "trash", "purge", "forget",
     ],
     &[
-        "get", "fetch", "read", "retrieve", "show", "view", "display", "load", "download",
+        "get", "fetch", "read", "retrieve", "show", "view", "display", "load", "download", "open",
     ],
+    &["write", "save", "store", "persist"],
     &[
         "find", "search", "lookup", "query", "locate", "grep", "look",
     ],
@@ -362,9 +378,7 @@ const SYNONYMS: &[&[&str]] = &[
     &[
         "update", "edit", "modify", "change", "alter", "patch", "set", "replace",
     ],
-    &[
-        "run", "execute", "invoke", "call", "launch", "trigger", "perform",
-    ],
+    &["run", "execute", "invoke", "launch", "trigger", "perform"],
     &[
         "image",
         "picture",
@@ -375,16 +389,17 @@ const SYNONYMS: &[&[&str]] = &[
         "screen",
     ],
     &[
-        "web", "page", "website", "site", "url", "browser", "internet", "online", "link",
+        "web", "page", "website", "site", "url", "uri", "browser", "internet", "online", "link",
     ],
-    &["click", "press", "tap"],
+    &["click", "press", "tap", "hit"],
+    &["key", "keyboard", "keystroke", "press", "enter"],
     &["type", "enter", "fill", "input"],
     &["message", "chat", "send", "notify", "reply", "dm"],
-    &["user", "person", "member", "people", "profile", "account"],
+    &["user", "member", "people", "person", "profile", "account"],
     &["issue", "bug", "ticket", "problem"],
     &["pr", "pull", "merge"],
     &["repository", "repo", "project", "codebase"],
-    &["commit", "revision", "history", "log"],
+    &["commit", "revision", "history", "log", "version"],
     &["directory", "folder", "dir", "tree"],
     &["file", "document", "doc"],
     &["time", "clock", "date", "hour", "timezone", "zone", "now"],
@@ -407,11 +422,19 @@ const SYNONYMS: &[&[&str]] = &[
         "memory",
         "knowledge",
         "remember",
+        "memorize",
         "fact",
         "observation",
     ],
-    &["think", "thought", "reason", "reflect"],
-    &["database", "db", "sql", "table", "row"],
+    &[
+        "think",
+        "thought",
+        "reason",
+        "reflect",
+        "puzzle",
+        "hypothesis",
+    ],
+    &["database", "db", "sql", "table", "row", "tracker"],
     &[
         "cluster",
         "pod",
@@ -419,9 +442,10 @@ const SYNONYMS: &[&[&str]] = &[
         "kubernetes",
         "k8s",
         "container",
+        "context",
     ],
-    &["wait", "sleep", "pause", "delay"],
-    &["close", "shut", "exit", "quit"],
+    &["wait", "sleep", "pause", "delay", "hold", "until"],
+    &["close", "shut", "exit", "quit", "stop"],
     &["navigate", "go", "visit", "goto", "back", "forward"],
     &["tab", "window"],
     &["compare", "diff", "difference"],
@@ -434,8 +458,8 @@ const SYNONYMS: &[&[&str]] = &[
         "detail",
         "property",
         "attribute",
-        "size",
     ],
+    &["size", "space", "bytes", "large", "big"],
     &[
         "library",
         "package",
@@ -446,8 +470,8 @@ const SYNONYMS: &[&[&str]] = &[
     ],
     &["crawl", "scrape", "extract", "spider"],
     &["branch", "checkout", "switch"],
-    &["comment", "note", "review"],
-    &["channel", "room", "conversation"],
+    &["comment", "remark", "review"],
+    &["channel", "room", "conversation", "thread", "discussion"],
     &["convert", "transform", "translate", "format"],
     &["sum", "total", "add", "plus"],
     &["echo", "repeat", "mirror"],
@@ -455,11 +479,24 @@ const SYNONYMS: &[&[&str]] = &[
     &["status", "state", "health"],
     &["upload", "push", "publish", "deploy"],
     &["hover", "mouse", "drag"],
-    &["dialog", "alert", "popup", "confirm"],
+    &["dialog", "popup", "confirm", "modal"],
     &["console", "javascript", "js", "script", "evaluate", "eval"],
-    &["network", "request", "traffic", "http"],
+    &["network", "request", "traffic", "http", "xhr"],
     &["pdf", "print"],
     &["resize", "viewport", "dimension"],
+    &["crash", "fail", "failure", "error", "broken"],
+    &["port", "forward", "tunnel", "proxy"],
+    &["cleanup", "clean", "teardown", "tear"],
+    &["paragraph", "block", "content"],
+    &["column", "property", "field"],
+    &["template", "layout", "starter", "preset"],
+    &["elevation", "altitude", "height"],
+    &["credit", "quota", "usage", "remaining"],
+    &["feedback", "report", "rate"],
+    &["monitor", "watch", "watcher", "alert", "track"],
+    &["news", "headline", "latest"],
+    &["compress", "gzip", "zip", "shrink"],
+    &["workspace", "team", "organization", "org"],
 ];
 
 /// The stemmed synonyms of a stemmed word.
