@@ -17,6 +17,8 @@
 
 #[path = "economics/chart.rs"]
 mod chart;
+#[path = "economics/large.rs"]
+mod large;
 #[path = "economics/meter.rs"]
 mod meter;
 #[path = "economics/prefix.rs"]
@@ -110,12 +112,15 @@ async fn measure(config: &Config, downstreams: Arc<Downstreams>) -> anyhow::Resu
         ),
     };
     let mut scenarios = Vec::new();
+    let mut replays = Vec::new();
     for scenario in scenarios::all() {
         let replay = replay::replay(&scenario, &runner, &downstreams)
             .await
             .with_context(|| format!("scenario '{}'", scenario.name))?;
         scenarios.push(line(&tokens, &fixed, &scenario, &replay));
+        replays.push((scenario, replay));
     }
+    let large = large::measure(&tokens, fixed.prefix, &downstreams.catalog(), &replays)?;
     Ok(Report {
         scenarios,
         prefix_tokens: fixed.prefix,
@@ -124,6 +129,7 @@ async fn measure(config: &Config, downstreams: Arc<Downstreams>) -> anyhow::Resu
         tool_tokens: fixed.tools,
         execute_plan_tokens: fixed.execute_plan,
         description_tokens: tokens.count(description),
+        large,
     })
 }
 

@@ -170,3 +170,21 @@ pub fn execute_plan(tokens: &Tokenizer, base: Base, replay: &Replay) -> ArmFigur
     meter.tool_result(&replay.plan_result_text);
     meter.answer(&replay.answer)
 }
+
+/// The compact surface: the model searches (each search a round-trip whose results stay
+/// in the history), sends the plan, reads its result, answers.
+pub fn search_then_plan(
+    tokens: &Tokenizer,
+    base: Base,
+    replay: &Replay,
+    searches: &[(Value, String)],
+) -> ArmFigures {
+    let mut meter = Meter::new(tokens, base);
+    for (query, result) in searches {
+        meter.model_turn(&tool_call("search_tools", query));
+        meter.tool_result(result);
+    }
+    meter.model_turn(&tool_call(planmux::plan::EXECUTE_PLAN_TOOL, &replay.plan));
+    meter.tool_result(&replay.plan_result_text);
+    meter.answer(&replay.answer)
+}

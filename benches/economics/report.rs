@@ -120,6 +120,8 @@ pub struct Report {
     /// execute_plan's definition, and its description alone.
     pub execute_plan_tokens: usize,
     pub description_tokens: usize,
+    /// The same scenarios behind a large catalog, full against compact.
+    pub large: crate::large::Large,
 }
 
 impl Report {
@@ -171,6 +173,7 @@ impl Report {
             print_line(line);
         }
         self.print_targets(&total);
+        self.large.print();
     }
 
     fn print_targets(&self, total: &Line) {
@@ -231,6 +234,7 @@ impl Report {
             },
             "scenarios": scenarios,
             "total": self.total().to_json(),
+            "large_catalog": self.large.to_json(),
         })
     }
 }

@@ -8,7 +8,7 @@ use globset::GlobSet;
 use rmcp::model::{Implementation, MetaObject, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-pub use super::search::{SEARCH_TOOLS_TOOL, search_tools_tool};
+pub use super::search::{SEARCH_TOOLS_TOOL, search_tools, search_tools_tool};
 use crate::approval::APPROVE_PLAN_TOOL;
 use crate::catalog::{Catalog, Entry};
 use crate::config::{ProxySettings, Surface};
