@@ -782,3 +782,50 @@ fn stdio_servers_get_their_cwd_and_env() -> R {
     assert!(report.contains("0 of 1 servers failed"), "{report}");
     Ok(())
 }
+
+/// Past the tool budget, the host sees planmux's tools and `always_list`; every other tool
+/// is found with search_tools and stays callable by name, directly and in plans.
+#[tokio::test]
+async fn a_catalog_over_the_budget_is_searched_not_listed() -> R {
+    let proxy = start(
+        "[proxy]\ntool_budget = 5\nalways_list = [\"metrics__list_*\"]\n\n\
+         [servers.metrics]\nbuiltin = \"metrics\"\n\n[servers.weather]\nbuiltin = \"weather\"\n",
+    )
+    .await?;
+    assert_eq!(
+        proxy.tool_names().await?,
+        [
+            "metrics__list_metrics",
+            "execute_plan",
+            "search_tools",
+            "approve_plan"
+        ]
+    );
+    let found = proxy
+        .client
+        .call_tool(call(
+            "search_tools",
+            json!({"query": "hourly readings of past days"}),
+        ))
+        .await?;
+    let found = found.structured_content.unwrap_or_default();
+    assert_eq!(
+        found["tools"][0]["name"], "weather__get_history",
+        "{found:#}"
+    );
+    assert_eq!(found["tools"][0]["tier"], "read");
+    // Unlisted, yet callable by its name: directly and in a plan.
+    let direct = proxy
+        .client
+        .call_tool(call("weather__get_weather", json!({"location": "Oslo"})))
+        .await?;
+    assert_eq!(direct.is_error, Some(false));
+    let plan = json!({"steps": [{"id": "h", "tool": "weather__get_history", "args": {"location": "Oslo", "days": 1}}],
+                      "outputs": {"days": "$ref:h.days"}});
+    let ran = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    assert_eq!(
+        ran.structured_content.unwrap_or_default()["outputs"]["days"],
+        1
+    );
+    Ok(())
+}
