@@ -106,13 +106,6 @@ impl Surface {
         (Surface::Full, "full"),
         (Surface::Compact, "compact"),
     ];
-
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(s, _)| *s == self)
-            .map_or("auto", |(_, name)| name)
-    }
 }
 
 impl Default for ProxySettings {

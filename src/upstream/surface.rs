@@ -119,6 +119,8 @@ pub struct Decision {
     pub compact: bool,
     /// Why, for the log.
     pub why: String,
+    /// What the host will lose anyway (names too long for it, in full).
+    pub warning: Option<String>,
 }
 
 impl Shape {
@@ -167,18 +169,21 @@ impl Shape {
                 format!("auto: {} tools fit the budget of {budget}", tools + own),
             ),
         };
-        if !compact && long > 0 {
-            tracing::warn!(
+        let warning = (!compact && long > 0).then(|| {
+            format!(
                 "{long} tool names are longer than {} characters, which {} drops; \
                  set [proxy] surface = \"compact\" to reach them through search_tools",
-                host.name_budget,
-                host.host
-            );
+                host.name_budget, host.host
+            )
+        });
+        Decision {
+            compact,
+            why,
+            warning,
         }
-        Decision { compact, why }
     }
 
-    /// Logs `decision` when it differs from the last one logged.
+    /// Logs `decision` (and its warning) when it differs from the last one logged.
     pub fn log(&self, client: Option<&Implementation>, decision: &Decision) {
         let line = format!(
             "{} ({})",
@@ -189,6 +194,9 @@ impl Shape {
         if *logged != line {
             let client = client.map_or("unknown", |c| c.name.as_str());
             tracing::info!(host = client, "tool surface: {line}");
+            if let Some(warning) = &decision.warning {
+                tracing::warn!(host = client, "{warning}");
+            }
             *logged = line;
         }
     }
