@@ -253,6 +253,7 @@ async fn scaling(quick: bool) -> anyhow::Result<Value> {
     let specs = instant_specs();
     let limits = Limits {
         max_plan_steps: 20_000,
+        ..Limits::default()
     };
     let settings = Settings {
         max_concurrency: 64,

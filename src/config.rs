@@ -68,6 +68,8 @@ pub struct ProxySettings {
     pub plan_timeout: Duration,
     pub max_concurrency: usize,
     pub max_plan_steps: usize,
+    /// Most items one `foreach` step may loop over.
+    pub max_foreach_items: usize,
     pub max_output_chars: usize,
     pub startup_timeout: Duration,
     /// How long the host's handshake and lists wait for slow servers before answering
@@ -116,6 +118,7 @@ impl Default for ProxySettings {
             plan_timeout: Duration::from_millis(DEFAULT_PLAN_TIMEOUT_MS),
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             max_plan_steps: DEFAULT_MAX_PLAN_STEPS,
+            max_foreach_items: crate::plan::DEFAULT_MAX_FOREACH_ITEMS,
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             startup_timeout: Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS),
             list_grace: Duration::from_millis(DEFAULT_LIST_GRACE_MS),

@@ -59,6 +59,7 @@ impl PlanRunner {
             settings: Settings::from_config(config),
             limits: Limits {
                 max_plan_steps: config.proxy.max_plan_steps,
+                max_foreach_items: config.proxy.max_foreach_items,
             },
             max_output_chars: config.proxy.max_output_chars,
             runs: RunStore::default(),

@@ -2,6 +2,7 @@
 //! starting each step the moment what it waits for has finished, and records everything in
 //! a [`RunRecord`]. Usable as a library without the MCP server.
 
+mod foreach;
 mod record;
 mod runs;
 mod scheduler;
@@ -16,7 +17,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use record::{
-    RunRecord, RunStatus, Selection, StepRecord, StepStatus, is_error, result_schema,
+    ItemRecord, RunRecord, RunStatus, Selection, StepRecord, StepStatus, is_error, result_schema,
 };
 pub use runs::RunStore;
 pub use scheduler::run;
@@ -110,8 +111,19 @@ impl Settings {
 pub trait Observer: Send + Sync {
     /// A step is about to call its tool.
     fn step_started(&self, _step: &PlannedStep) {}
-    /// A step ended; `finished` of `total` steps have now ended.
+    /// A step ended; `finished` of `total` units of work have now ended. A unit is a step,
+    /// or one item of a `foreach` step (whose items count once they are known).
     fn step_finished(&self, _record: &StepRecord, _finished: usize, _total: usize) {}
+    /// One item of the `foreach` step `step` ended; counted as [`Self::step_finished`]
+    /// counts.
+    fn item_finished(
+        &self,
+        _step: &PlannedStep,
+        _item: &ItemRecord,
+        _finished: usize,
+        _total: usize,
+    ) {
+    }
 }
 
 /// An observer that ignores everything.

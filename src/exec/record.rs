@@ -114,6 +114,28 @@ pub struct StepRecord {
     /// How long it ran (all attempts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
+    /// A `foreach` step's items, in item order (their outputs are the step's output).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ItemRecord>,
+}
+
+/// One item of a `foreach` step.
+#[derive(Debug, Clone, Serialize)]
+pub struct ItemRecord {
+    /// Its position among the items.
+    pub index: usize,
+    pub status: StepStatus,
+    /// The error, or why it did not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its arguments, resolved (absent for a value step, or when it never started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<ResolveWarning>,
+    pub attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
 }
 
 /// One named output selection after the run.
@@ -153,6 +175,10 @@ pub struct RunRecord {
     /// What validation let through but the model should know (e.g. retries refused).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Seed 002's `conditionPrompt` / `aggregationPrompt`, kept for the reader: planmux
+    /// decides with `when` and `foreach`, and returns the outputs unaggregated.
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub prompts: Map<String, Value>,
     pub duration_ms: f64,
     /// In plan order.
     pub steps: Vec<StepRecord>,
@@ -175,6 +201,7 @@ impl StepRecord {
             attempts: 0,
             started_ms: None,
             duration_ms: None,
+            items: Vec::new(),
         }
     }
 }
@@ -247,6 +274,13 @@ impl RunRecord {
             }
             if !step.warnings.is_empty() {
                 entry.insert("warnings".into(), json!(bounded(&step.warnings)));
+            }
+            if !step.items.is_empty() {
+                let count = |status| step.items.iter().filter(|i| i.status == status).count();
+                entry.insert(
+                    "items".into(),
+                    json!({"total": step.items.len(), "succeeded": count(StepStatus::Succeeded)}),
+                );
             }
             steps.insert(step.id.clone(), Value::Object(entry));
         }
@@ -366,7 +400,8 @@ pub fn result_schema() -> Value {
                         "error": {"type": "string"},
                         "reason": {"type": "string"},
                         "attempts": {"type": "integer"},
-                        "warnings": {"type": "array", "items": {"type": "string"}}
+                        "warnings": {"type": "array", "items": {"type": "string"}},
+                        "items": {"type": "object", "description": "A foreach step's items: how many, and how many succeeded."}
                     },
                     "required": ["status"]
                 }

@@ -67,6 +67,7 @@ mod tests {
             winner: None,
             stopped: None,
             warnings: Vec::new(),
+            prompts: serde_json::Map::new(),
             duration_ms: 1.0,
             steps: Vec::new(),
         })

@@ -12,11 +12,12 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::foreach::{ItemOutcome, Loop};
 use super::record::{RunRecord, RunStatus, Selection, StepRecord, StepStatus, millis};
 use super::step::{Args, Attempted, CANCEL_GRACE, Ending, Launch, Resolve, attempt};
 use super::{Invoker, Observer, Settings};
 use crate::plan::{
-    DependencyKind, OnError, PlannedStep, RefSource, StepId, Strategy, ValidatedPlan,
+    DependencyKind, OnError, PlannedStep, Prepared, RefSource, StepId, Strategy, ValidatedPlan,
 };
 
 /// Runs the plan to the end and returns its record. Stops early, promptly, when `cancel`
@@ -41,8 +42,11 @@ pub async fn run<I: Invoker>(
     // more than the scheduling itself (see BENCHMARKS.md, scheduler scaling).
     let mut steps = FuturesUnordered::new();
     loop {
-        while let Some(i) = run.next_ready(settings) {
-            steps.push(run.launch(i, &invoker, settings, observer));
+        while let Some(unit) = run.next_ready(settings) {
+            steps.push(run.launch(unit, &invoker, settings));
+            if unit.item.is_none() {
+                observer.step_started(run.step(unit.step));
+            }
         }
         if steps.is_empty() {
             break;
@@ -93,6 +97,34 @@ enum Phase {
     },
 }
 
+/// A unit of work: a step, or one item of a `foreach` step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Unit {
+    step: usize,
+    item: Option<usize>,
+}
+
+impl Unit {
+    fn step(step: usize) -> Self {
+        Self { step, item: None }
+    }
+}
+
+/// How a step ended, as the scheduler records it and applies the plan's policies.
+struct Outcome {
+    status: StepStatus,
+    error: Option<String>,
+    /// The output, when it succeeded.
+    output: Option<Value>,
+    /// What the record keeps as its output when it did not succeed.
+    kept: Option<Value>,
+    /// What its readers get under `on_error: continue` when it did not succeed (its
+    /// error text when `None`).
+    handed_on: Option<Value>,
+    attempts: u32,
+    duration_ms: Option<f64>,
+}
+
 /// The state of one run.
 struct Run<'p> {
     plan: &'p ValidatedPlan,
@@ -104,15 +136,20 @@ struct Run<'p> {
     waiting: Vec<usize>,
     records: Vec<Option<StepRecord>>,
     /// Steps that ended without being a problem although they did not succeed: the
-    /// losers of a race, the error path not taken, failures caught into a slot.
+    /// losers of a race, the error path not taken, failures caught into a slot, steps
+    /// whose condition did not hold.
     benign: Vec<bool>,
     outputs: HashMap<StepId, Value>,
     errors: HashMap<StepId, Value>,
-    ready: VecDeque<usize>,
-    /// Running steps: their cancel token and, once decided, why they were cancelled.
-    running: HashMap<usize, (CancellationToken, Option<String>)>,
+    ready: VecDeque<Unit>,
+    /// Running units: their cancel token and, once decided, why they were cancelled.
+    running: HashMap<Unit, (CancellationToken, Option<String>)>,
+    /// The loops of `foreach` steps whose items are running.
+    loops: HashMap<usize, Loop>,
     per_server: HashMap<String, usize>,
+    /// Units ended, of `total`: steps, and the items of `foreach` steps once known.
     finished: usize,
+    total: usize,
     winner: Option<usize>,
     phase: Phase,
 }
@@ -132,7 +169,10 @@ impl<'p> Run<'p> {
                 }
             }
         }
-        let ready = (0..steps.len()).filter(|&i| waiting[i] == 0).collect();
+        let ready = (0..steps.len())
+            .filter(|&i| waiting[i] == 0)
+            .map(Unit::step)
+            .collect();
         Self {
             plan,
             started: Instant::now(),
@@ -145,8 +185,10 @@ impl<'p> Run<'p> {
             errors: HashMap::new(),
             ready,
             running: HashMap::new(),
+            loops: HashMap::new(),
             per_server: HashMap::new(),
             finished: 0,
+            total: steps.len(),
             winner: None,
             phase: Phase::Open,
         }
@@ -156,8 +198,8 @@ impl<'p> Run<'p> {
         &self.plan.steps()[i]
     }
 
-    /// The next step to start, if the limits allow one.
-    fn next_ready(&mut self, settings: &Settings) -> Option<usize> {
+    /// The next unit to start, if the limits allow one.
+    fn next_ready(&mut self, settings: &Settings) -> Option<Unit> {
         if self.phase != Phase::Open {
             return None;
         }
@@ -165,12 +207,15 @@ impl<'p> Run<'p> {
         if self.running.len() >= settings.max_concurrency.max(1) {
             return None;
         }
-        let free = |i: &usize| {
-            let server = &self.plan.steps()[*i].server;
-            settings
+        let free = |unit: &Unit| {
+            let server = &self.plan.steps()[unit.step].server;
+            let server_free = settings
                 .per_server
                 .get(server)
-                .is_none_or(|max| self.per_server.get(server).copied().unwrap_or(0) < *max)
+                .is_none_or(|max| self.per_server.get(server).copied().unwrap_or(0) < *max);
+            let loop_free =
+                unit.item.is_none() || self.loops.get(&unit.step).is_some_and(Loop::has_room);
+            server_free && loop_free
         };
         let pos = self.ready.iter().position(free)?;
         self.ready.remove(pos)
@@ -178,31 +223,52 @@ impl<'p> Run<'p> {
 
     fn launch<I: Invoker>(
         &mut self,
-        i: usize,
+        unit: Unit,
         invoker: &Arc<I>,
         settings: &Settings,
-        observer: &dyn Observer,
     ) -> impl Future<Output = Attempted> + Send + 'static {
+        let i = unit.step;
         let step = self.step(i);
-        let (args, recorded) = if step.queries() {
-            (Args::Deferred(self.resolver(step)), None)
+        // Only the arguments are resolved per item: the condition and the items were
+        // read when the step itself was decided.
+        let deferred = match unit.item {
+            None => step.queries(),
+            Some(_) => {
+                let mut found = false;
+                step.args
+                    .visit_refs(&mut |r: &crate::plan::Ref, _| found |= r.query.is_some());
+                found
+            }
+        };
+        let (args, recorded) = if deferred {
+            (Args::Deferred(self.resolver(step, unit.item)), None)
         } else {
-            let (args, warnings) =
-                self.plan
-                    .resolve_args_from(&step.id, &self.outputs, &self.errors);
-            (Args::Ready(args.clone()), Some((args, warnings)))
+            let (prepared, warnings) = self.prepare(step, unit.item);
+            let args = match &prepared {
+                Prepared::Call(args) => Some(args.clone()),
+                _ => None,
+            };
+            (Args::Ready(prepared), Some((args, warnings)))
         };
         let token = CancellationToken::new();
         *self.per_server.entry(step.server.clone()).or_default() += 1;
-        self.running.insert(i, (token.clone(), None));
-        let (args_now, warnings) = recorded.map_or((None, Vec::new()), |(a, w)| (Some(a), w));
-        self.records[i] = Some(StepRecord {
-            args: args_now,
-            warnings,
-            started_ms: Some(millis(self.started.elapsed())),
-            ..StepRecord::unstarted(step)
-        });
-        observer.step_started(step);
+        self.running.insert(unit, (token.clone(), None));
+        let (args_now, warnings) = recorded.unwrap_or_default();
+        match unit.item {
+            None => {
+                self.records[i] = Some(StepRecord {
+                    args: args_now,
+                    warnings,
+                    started_ms: Some(millis(self.started.elapsed())),
+                    ..StepRecord::unstarted(step)
+                });
+            }
+            Some(k) => {
+                if let Some(lp) = self.loops.get_mut(&i) {
+                    lp.start(k, args_now, warnings);
+                }
+            }
+        }
         let timeout = step
             .timeout_ms
             .map(Duration::from_millis)
@@ -212,51 +278,238 @@ impl<'p> Run<'p> {
             run: self.run_id.clone(),
             step: step.clone(),
             index: i,
+            item: unit.item,
             timeout,
             backoff: settings.retry_backoff,
         };
         attempt(launch, args, token)
     }
 
-    /// Resolves `step`'s arguments later, elsewhere: from copies of what it reads.
-    fn resolver(&self, step: &PlannedStep) -> Resolve {
+    /// Decides a step, or one item of it, here and now.
+    fn prepare(
+        &self,
+        step: &PlannedStep,
+        item: Option<usize>,
+    ) -> (Prepared, Vec<crate::plan::ResolveWarning>) {
+        let lookup = |source: &RefSource| match source {
+            RefSource::Output(id) => self.outputs.get(id),
+            RefSource::Error(id) => self.errors.get(id),
+            RefSource::Input | RefSource::Item | RefSource::Index => None,
+        };
+        let inputs = self.plan.inputs();
+        match item.and_then(|k| Some((k, self.loops.get(&step.index)?.items.get(k)?))) {
+            Some((k, value)) => step.prepare_item(inputs, &lookup, value, k),
+            None => step.prepare(inputs, &lookup),
+        }
+    }
+
+    /// Decides a step (or one item of it) later, elsewhere: from copies of what it reads.
+    fn resolver(&self, step: &PlannedStep, item: Option<usize>) -> Resolve {
         let mut read: HashMap<RefSource, Value> = HashMap::new();
         for source in step.sources() {
             let value = match &source {
                 RefSource::Output(id) => self.outputs.get(id),
                 RefSource::Error(id) => self.errors.get(id),
-                RefSource::Input => None,
+                RefSource::Input | RefSource::Item | RefSource::Index => None,
             };
             if let Some(value) = value {
                 read.insert(source, value.clone());
             }
         }
+        let item = item.and_then(|k| Some((k, self.loops.get(&step.index)?.items.get(k)?.clone())));
         let inputs = self.plan.inputs().clone();
         let step = step.clone();
-        Box::new(move || step.resolve(&inputs, &|source| read.get(source)))
+        Box::new(move || match &item {
+            Some((k, value)) => step.prepare_item(&inputs, &|source| read.get(source), value, *k),
+            None => step.prepare(&inputs, &|source| read.get(source)),
+        })
     }
 
-    /// Records a finished step and applies the strategy and error policy.
+    /// Takes a finished unit: records it and applies the strategy and error policy.
     fn finish(&mut self, done: Attempted, observer: &dyn Observer) {
-        let i = done.index;
-        if let (Some((args, warnings)), Some(record)) = (done.resolved, self.records[i].as_mut()) {
-            record.args = Some(args);
-            record.warnings = warnings;
-        }
-        let step = self.step(i);
-        let (_, cancel_reason) = self.running.remove(&i).unwrap_or_default();
-        if let Some(n) = self.per_server.get_mut(&step.server) {
+        let unit = Unit {
+            step: done.index,
+            item: done.item,
+        };
+        let (_, cancel_reason) = self.running.remove(&unit).unwrap_or_default();
+        let server = &self.step(unit.step).server;
+        if let Some(n) = self.per_server.get_mut(server) {
             *n = n.saturating_sub(1);
         }
-        let (status, error, output) = match done.ending {
+        if let Some(k) = unit.item {
+            self.finish_item(unit.step, k, done, cancel_reason, observer);
+            return;
+        }
+        let i = unit.step;
+        if let (Some((args, warnings)), Some(record)) = (done.resolved, self.records[i].as_mut()) {
+            record.args = args;
+            record.warnings = warnings;
+        }
+        let duration_ms = Some(millis(done.finished - done.started));
+        let (status, error, output) = match self.called(done.ending, cancel_reason) {
+            Ok(ended) => ended,
+            Err(Ending::Skipped(reason)) => {
+                if let Some(record) = self.records[i].as_mut() {
+                    record.started_ms = None;
+                    record.reason = Some(reason);
+                }
+                self.benign[i] = true;
+                self.ended(i, observer);
+                self.release_dependents(i, StepStatus::Skipped, observer);
+                return;
+            }
+            Err(Ending::Expand(items)) => {
+                self.expand(i, items, observer);
+                return;
+            }
+            Err(_) => return,
+        };
+        let outcome = Outcome {
+            status,
+            error,
+            output,
+            kept: None,
+            handed_on: None,
+            attempts: done.attempts,
+            duration_ms,
+        };
+        self.conclude(i, outcome, observer);
+    }
+
+    /// The status, error and output of a unit that called its tool (or resolved its
+    /// value); a step's own decision (skipped, or items to loop over) comes back as `Err`.
+    fn called(
+        &self,
+        ending: Ending,
+        cancel_reason: Option<String>,
+    ) -> Result<(StepStatus, Option<String>, Option<Value>), Ending> {
+        Ok(match ending {
             Ending::Succeeded(value) => (StepStatus::Succeeded, None, Some(value)),
-            Ending::Failed { message, value, .. } => (StepStatus::Failed, Some(message), value),
+            Ending::Failed { message, .. } => (StepStatus::Failed, Some(message), None),
             Ending::TimedOut(message) => (StepStatus::TimedOut, Some(message), None),
             Ending::Cancelled => {
                 let reason = cancel_reason.unwrap_or_else(|| "cancelled".into());
                 (self.stopped_status(), Some(reason), None)
             }
+            decided @ (Ending::Skipped(_) | Ending::Expand(_)) => return Err(decided),
+        })
+    }
+
+    /// A `foreach` step's items are known: each becomes a unit ready to run.
+    fn expand(&mut self, i: usize, items: Vec<Value>, observer: &dyn Observer) {
+        let step = self.step(i);
+        if items.is_empty() {
+            let outcome = Outcome {
+                status: StepStatus::Succeeded,
+                error: None,
+                output: Some(Value::Array(Vec::new())),
+                kept: None,
+                handed_on: None,
+                attempts: 0,
+                duration_ms: Some(0.0),
+            };
+            self.conclude(i, outcome, observer);
+            return;
+        }
+        let settings_cap = step.foreach.as_ref().and_then(|f| f.concurrency);
+        let n = items.len();
+        self.total += n;
+        self.loops
+            .insert(i, Loop::new(items, settings_cap.unwrap_or(usize::MAX)));
+        self.ready.extend((0..n).map(|k| Unit {
+            step: i,
+            item: Some(k),
+        }));
+    }
+
+    /// One item of `foreach` step `i` ended.
+    fn finish_item(
+        &mut self,
+        i: usize,
+        k: usize,
+        done: Attempted,
+        cancel_reason: Option<String>,
+        observer: &dyn Observer,
+    ) {
+        // An item is never decided as a whole step is: it neither skips nor loops.
+        let (status, error, output) = self
+            .called(done.ending, cancel_reason)
+            .unwrap_or_else(|_| (StepStatus::Failed, Some("an item cannot loop".into()), None));
+        let outcome = ItemOutcome {
+            status,
+            error,
+            output,
+            attempts: done.attempts,
+            duration_ms: Some(millis(done.finished - done.started)),
+            resolved: done.resolved,
         };
+        self.end_item(i, k, outcome, observer);
+        if status.is_failure()
+            && self.plan.on_error() == OnError::FailFast
+            && self.phase == Phase::Open
+        {
+            let reason = format!(
+                "fail_fast: item {k} of '{}' {}",
+                self.step(i).id,
+                describe(status)
+            );
+            self.stop(reason, StepStatus::Cancelled, observer);
+        }
+        self.conclude_loop_if_done(i, observer);
+    }
+
+    fn end_item(&mut self, i: usize, k: usize, outcome: ItemOutcome, observer: &dyn Observer) {
+        let Some(lp) = self.loops.get_mut(&i) else {
+            return;
+        };
+        let record = lp.end(k, outcome);
+        self.finished += 1;
+        observer.item_finished(&self.plan.steps()[i], record, self.finished, self.total);
+    }
+
+    fn conclude_loop_if_done(&mut self, i: usize, observer: &dyn Observer) {
+        if !self.loops.get(&i).is_some_and(Loop::done) {
+            return;
+        }
+        let Some(lp) = self.loops.remove(&i) else {
+            return;
+        };
+        let stopped = match &self.phase {
+            Phase::Stopped { status, .. } => Some(*status),
+            _ => None,
+        };
+        let attempts = lp.attempts;
+        let items = lp.records.iter().flatten().cloned().collect();
+        let concluded = lp.conclude(stopped);
+        let started_ms = self.records[i].as_ref().and_then(|r| r.started_ms);
+        if let Some(record) = self.records[i].as_mut() {
+            record.items = items;
+        }
+        let succeeded = concluded.status == StepStatus::Succeeded;
+        let outcome = Outcome {
+            status: concluded.status,
+            error: concluded.error,
+            output: succeeded.then(|| concluded.output.clone()),
+            kept: Some(concluded.output),
+            handed_on: Some(concluded.handed_on),
+            attempts,
+            duration_ms: started_ms.map(|start| millis(self.started.elapsed()) - start),
+        };
+        self.conclude(i, outcome, observer);
+    }
+
+    /// Records how step `i` ended and applies the strategy and error policy.
+    fn conclude(&mut self, i: usize, outcome: Outcome, observer: &dyn Observer) {
+        let Outcome {
+            status,
+            error,
+            output,
+            kept,
+            handed_on,
+            attempts,
+            duration_ms,
+        } = outcome;
+        let step = self.step(i);
         let caught = status.is_failure() && step.catches_errors();
         match (&output, status) {
             (Some(value), StepStatus::Succeeded) => {
@@ -269,7 +522,8 @@ impl<'p> Run<'p> {
                     self.benign[i] = true;
                 }
                 if self.plan.on_error() == OnError::Continue {
-                    self.outputs.insert(step.id.clone(), text);
+                    self.outputs
+                        .insert(step.id.clone(), handed_on.unwrap_or(text));
                 }
             }
             _ => {}
@@ -279,10 +533,10 @@ impl<'p> Run<'p> {
             record.error = error;
             record.output = match status {
                 StepStatus::Succeeded => output,
-                _ => self.outputs.get(&step.id).cloned(),
+                _ => self.outputs.get(&step.id).cloned().or(kept),
             };
-            record.attempts = done.attempts;
-            record.duration_ms = Some(millis(done.finished - done.started));
+            record.attempts = attempts;
+            record.duration_ms = duration_ms;
         }
         self.ended(i, observer);
         if status == StepStatus::Succeeded
@@ -336,7 +590,7 @@ impl<'p> Run<'p> {
                     Ok(()) => {
                         self.waiting[j] -= 1;
                         if self.waiting[j] == 0 && self.phase == Phase::Open {
-                            self.ready.push_back(j);
+                            self.ready.push_back(Unit::step(j));
                         }
                     }
                     Err((reason, benign)) => {
@@ -361,7 +615,7 @@ impl<'p> Run<'p> {
     fn ended(&mut self, i: usize, observer: &dyn Observer) {
         self.finished += 1;
         if let Some(record) = &self.records[i] {
-            observer.step_finished(record, self.finished, self.plan.steps().len());
+            observer.step_finished(record, self.finished, self.total);
         }
     }
 
@@ -392,17 +646,32 @@ impl<'p> Run<'p> {
         }
     }
 
-    /// Ends every step still running after a stop and its grace, without it.
+    /// Ends every unit still running after a stop and its grace, without it.
     fn abandon(&mut self, observer: &dyn Observer) {
         let status = self.stopped_status();
-        let mut left: Vec<(usize, Option<String>)> =
-            self.running.drain().map(|(i, (_, why))| (i, why)).collect();
-        left.sort_unstable_by_key(|(i, _)| *i);
-        for (i, why) in left {
+        let mut left: Vec<(Unit, Option<String>)> =
+            self.running.drain().map(|(u, (_, why))| (u, why)).collect();
+        left.sort_unstable_by_key(|(u, _)| (u.step, u.item));
+        for (unit, why) in left {
             let reason = why.unwrap_or_else(|| "cancelled".into());
+            let error = Some(format!("{reason} (it did not stop; abandoned)"));
+            let i = unit.step;
+            if let Some(k) = unit.item {
+                let outcome = ItemOutcome {
+                    status,
+                    error,
+                    output: None,
+                    attempts: 1,
+                    duration_ms: None,
+                    resolved: None,
+                };
+                self.end_item(i, k, outcome, observer);
+                self.conclude_loop_if_done(i, observer);
+                continue;
+            }
             if let Some(record) = self.records[i].as_mut() {
                 record.status = status;
-                record.error = Some(format!("{reason} (it did not stop; abandoned)"));
+                record.error = error;
                 record.duration_ms = record
                     .started_ms
                     .map(|start| millis(self.started.elapsed()) - start);
@@ -411,20 +680,40 @@ impl<'p> Run<'p> {
         }
     }
 
-    /// Starts nothing more: tells every running step to stop (with `reason`) and skips
-    /// every step not yet started.
+    /// Starts nothing more: tells every running unit to stop (with `reason`), and skips
+    /// every step and item not yet started.
     fn halt(&mut self, reason: &str, benign: bool, observer: &dyn Observer) {
-        for (i, (token, why)) in self.running.iter_mut() {
+        for (unit, (token, why)) in self.running.iter_mut() {
             *why = Some(reason.to_string());
-            self.benign[*i] |= benign;
+            self.benign[unit.step] |= benign;
             token.cancel();
         }
         self.ready.clear();
+        let mut looping: Vec<usize> = self.loops.keys().copied().collect();
+        looping.sort_unstable();
+        for &i in &looping {
+            self.benign[i] |= benign;
+            let unstarted = self.loops.get(&i).map(Loop::unstarted).unwrap_or_default();
+            for k in unstarted {
+                let outcome = ItemOutcome {
+                    status: StepStatus::Skipped,
+                    error: Some(reason.to_string()),
+                    output: None,
+                    attempts: 0,
+                    duration_ms: None,
+                    resolved: None,
+                };
+                self.end_item(i, k, outcome, observer);
+            }
+        }
         for j in 0..self.records.len() {
-            if self.records[j].is_none() && !self.running.contains_key(&j) {
+            if self.records[j].is_none() && !self.running.contains_key(&Unit::step(j)) {
                 self.skip(j, reason.to_string(), observer);
                 self.benign[j] = benign;
             }
+        }
+        for i in looping {
+            self.conclude_loop_if_done(i, observer);
         }
     }
 
@@ -506,6 +795,11 @@ impl<'p> Run<'p> {
                 .warnings()
                 .iter()
                 .map(|w| format!("{}: {}", w.location, w.message()))
+                .collect(),
+            prompts: plan
+                .prompts()
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
                 .collect(),
             duration_ms: millis(self.started.elapsed()),
             steps: records,

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{InvokeError, Invoker};
-use crate::plan::{PlannedStep, ResolveWarning, ToolOutcome, tool_outcome};
+use crate::plan::{PlannedStep, Prepared, ResolveWarning, ToolOutcome, tool_outcome};
 
 /// How long a cancelled or timed-out call may take to acknowledge its cancellation (and
 /// tell its server) before the step ends without it.
@@ -21,24 +21,27 @@ pub const MAX_RETRIES: u32 = 5;
 #[derive(Debug)]
 pub(super) enum Ending {
     Succeeded(Value),
-    /// The tool said `isError`, or the call failed; `value` is what the result held.
-    /// `transient` when another attempt may succeed (the server was unavailable).
+    /// Its condition does not hold.
+    Skipped(String),
+    /// A `foreach` step's items: the scheduler runs each as a unit of its own.
+    Expand(Vec<Value>),
+    /// The tool said `isError`, or the call failed. `transient` when another attempt
+    /// may succeed (the server was unavailable).
     Failed {
         message: String,
-        value: Option<Value>,
         transient: bool,
     },
     TimedOut(String),
     Cancelled,
 }
 
-/// Resolves a step's arguments on a blocking thread.
-pub(super) type Resolve = Box<dyn FnOnce() -> (Value, Vec<ResolveWarning>) + Send>;
+/// Decides a step (or one item) on a blocking thread.
+pub(super) type Resolve = Box<dyn FnOnce() -> (Prepared, Vec<ResolveWarning>) + Send>;
 
-/// A step's arguments: resolved already, or to resolve off the I/O thread first (steps
-/// that run JSONPath queries: their cost grows with the values they read).
+/// A step decided already, or to decide off the I/O thread first (steps that run
+/// JSONPath queries: their cost grows with the values they read).
 pub(super) enum Args {
-    Ready(Value),
+    Ready(Prepared),
     Deferred(Resolve),
 }
 
@@ -46,12 +49,15 @@ pub(super) enum Args {
 #[derive(Debug)]
 pub(super) struct Attempted {
     pub index: usize,
+    /// The item, for one item of a `foreach` step.
+    pub item: Option<usize>,
     pub ending: Ending,
     pub attempts: u32,
     pub started: Instant,
     pub finished: Instant,
-    /// Arguments resolved in the task (deferred ones), for the record.
-    pub resolved: Option<(Value, Vec<ResolveWarning>)>,
+    /// Arguments resolved in the task (deferred ones; `None` for what calls nothing),
+    /// with their warnings, for the record.
+    pub resolved: Option<(Option<Value>, Vec<ResolveWarning>)>,
 }
 
 /// One step's call, as the scheduler launches it.
@@ -62,6 +68,8 @@ pub(super) struct Launch<I> {
     pub step: PlannedStep,
     /// The step's position in the plan.
     pub index: usize,
+    /// The item, for one item of a `foreach` step.
+    pub item: Option<usize>,
     /// Its time limit per attempt, if any.
     pub timeout: Option<Duration>,
     /// The first pause before a retry.
@@ -79,20 +87,22 @@ pub(super) async fn attempt<I: Invoker>(
         run,
         step,
         index,
+        item,
         timeout,
         backoff,
     } = launch;
     let started = Instant::now();
     let ended = |ending: Ending, attempts: u32, resolved| Attempted {
         index,
+        item,
         ending,
         attempts,
         started,
         finished: Instant::now(),
         resolved,
     };
-    let (args, resolved) = match args {
-        Args::Ready(args) => (args, None),
+    let (prepared, resolved) = match args {
+        Args::Ready(prepared) => (prepared, None),
         Args::Deferred(resolve) => {
             let resolving = tokio::task::spawn_blocking(resolve);
             let done = tokio::select! {
@@ -100,17 +110,35 @@ pub(super) async fn attempt<I: Invoker>(
                 () = cancel.cancelled() => return ended(Ending::Cancelled, 0, None),
             };
             match done {
-                Ok((args, warnings)) => (args.clone(), Some((args, warnings))),
+                Ok((prepared, warnings)) => {
+                    let args = match &prepared {
+                        Prepared::Call(args) => Some(args.clone()),
+                        _ => None,
+                    };
+                    (prepared, Some((args, warnings)))
+                }
                 Err(broke) => {
                     let message = format!("resolving the arguments failed: {broke}");
                     let failed = Ending::Failed {
                         message,
-                        value: None,
                         transient: false,
                     };
                     return ended(failed, 0, None);
                 }
             }
+        }
+    };
+    let args = match prepared {
+        Prepared::Call(args) => args,
+        Prepared::Skip(reason) => return ended(Ending::Skipped(reason), 0, resolved),
+        Prepared::Value(value) => return ended(Ending::Succeeded(value), 0, resolved),
+        Prepared::Items(items) => return ended(Ending::Expand(items), 0, resolved),
+        Prepared::Fail(message) => {
+            let failed = Ending::Failed {
+                message,
+                transient: false,
+            };
+            return ended(failed, 0, resolved);
         }
     };
     let retries = step.retries.min(MAX_RETRIES);
@@ -133,7 +161,9 @@ pub(super) async fn attempt<I: Invoker>(
             // A timed-out call may have done its work: repeat it only for tools that are
             // safe to repeat, never merely because the plan said `retry_unsafe`.
             Ending::TimedOut(_) => !step.retry_unsafe,
-            Ending::Succeeded(_) | Ending::Cancelled => false,
+            Ending::Succeeded(_) | Ending::Cancelled | Ending::Skipped(_) | Ending::Expand(_) => {
+                false
+            }
         };
         if !retryable || attempts > retries {
             break ending;
@@ -185,9 +215,8 @@ async fn once<I: Invoker>(
     match result {
         Ok(result) => match tool_outcome(&result) {
             ToolOutcome::Success(value) => Ending::Succeeded(value),
-            ToolOutcome::Failure { message, value } => Ending::Failed {
+            ToolOutcome::Failure { message, .. } => Ending::Failed {
                 message,
-                value: Some(value),
                 transient: false,
             },
         },
@@ -195,12 +224,10 @@ async fn once<I: Invoker>(
         Err(InvokeError::Cancelled) => Ending::Cancelled,
         Err(error @ InvokeError::Unavailable(_)) => Ending::Failed {
             message: error.to_string(),
-            value: None,
             transient: true,
         },
         Err(error @ InvokeError::Rejected(_)) => Ending::Failed {
             message: error.to_string(),
-            value: None,
             transient: false,
         },
     }

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::condition::Condition;
 use super::model::{Plan, Step};
 use super::refs::{RawRef, RawRoot, format_path};
 use super::template::{Piece, Template};
@@ -17,6 +18,8 @@ impl RawRef {
             RawRoot::Index(n) => format!("steps[{n}]"),
             RawRoot::Input => "input".to_owned(),
             RawRoot::State(slot) => format!("†state.{slot}"),
+            RawRoot::Item => "item".to_owned(),
+            RawRoot::ItemIndex => "index".to_owned(),
         };
         format!("{root}{}", format_path(&self.path))
     }
@@ -83,11 +86,57 @@ fn escape_value(value: &Value) -> Value {
     }
 }
 
+impl Condition<RawRef> {
+    /// The condition in canonical syntax.
+    pub fn to_canonical(&self) -> Value {
+        match self {
+            Condition::Constant(b) => Value::Bool(*b),
+            Condition::Truthy(r) => r.whole_value(),
+            Condition::Compare {
+                subject,
+                op,
+                operand,
+            } => {
+                let mut map = match subject.whole_value() {
+                    Value::Object(map) => map,
+                    other => {
+                        let body = other.as_str().unwrap_or_default();
+                        let body = body.strip_prefix("$ref:").unwrap_or(body);
+                        Map::from_iter([("$ref".to_owned(), Value::String(body.to_owned()))])
+                    }
+                };
+                map.insert(op.name().into(), operand.clone());
+                Value::Object(map)
+            }
+            Condition::All(parts) => {
+                json!({"all": parts.iter().map(Condition::to_canonical).collect::<Vec<_>>()})
+            }
+            Condition::Any(parts) => {
+                json!({"any": parts.iter().map(Condition::to_canonical).collect::<Vec<_>>()})
+            }
+            Condition::Not(inner) => json!({"not": inner.to_canonical()}),
+        }
+    }
+}
+
 impl Step {
     /// The step in canonical form; fields at their defaults are left out.
     pub fn to_canonical(&self) -> Value {
         let mut map = Map::new();
         map.insert("id".into(), Value::String(self.id.clone()));
+        if let Some(when) = &self.when {
+            map.insert("when".into(), when.to_canonical());
+        }
+        if let Some(items) = &self.foreach {
+            map.insert("foreach".into(), items.to_canonical());
+        }
+        if let Some(n) = self.concurrency {
+            map.insert("concurrency".into(), json!(n));
+        }
+        if let Some(value) = &self.value {
+            map.insert("value".into(), value.to_canonical());
+            return Value::Object(map);
+        }
         map.insert("tool".into(), Value::String(self.tool.clone()));
         if let Some(server) = &self.server {
             map.insert("server".into(), Value::String(server.clone()));
@@ -147,6 +196,12 @@ impl Plan {
         }
         if let Some(ms) = self.timeout_ms {
             map.insert("timeout_ms".into(), json!(ms));
+        }
+        if self.lazy {
+            map.insert("mode".into(), json!("lazy"));
+        }
+        for (key, text) in &self.prompts {
+            map.insert(key.clone(), json!(text));
         }
         Value::Object(map)
     }

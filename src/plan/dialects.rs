@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::issue::{IssueKind, PlanIssue, describe_value, sort_issues};
 use super::model::{OnError, Plan, Strategy};
-use super::names::closest;
+use super::names::{closest, fold_name};
 
 /// How deep `{"plan": "<json string>"}` may nest before we stop unwrapping.
 const MAX_UNWRAP: usize = 4;
@@ -23,18 +23,11 @@ const PLAN_FIELDS: &[&str] = &[
     "on_error",
     "inputs",
     "timeout_ms",
+    "mode",
+    "dry_run",
 ];
 /// Plan fields from seed dialects and model habits that carry nothing we run.
-const IGNORED_PLAN_FIELDS: &[&str] = &[
-    "description",
-    "name",
-    "conditionPrompt",
-    "aggregationPrompt",
-    "mode",
-    "output",
-    "reasoning",
-    "$schema",
-];
+const IGNORED_PLAN_FIELDS: &[&str] = &["description", "name", "output", "reasoning", "$schema"];
 
 /// Parses a plan in any accepted dialect. Every problem found is returned, not just the
 /// first.
@@ -184,6 +177,11 @@ impl Parser {
                 "input",
                 "timeout_ms",
                 "timeoutMs",
+                "mode",
+                "dry_run",
+                "dryRun",
+                "conditionPrompt",
+                "aggregationPrompt",
             ];
             if !known.contains(&key.as_str()) && !IGNORED_PLAN_FIELDS.contains(&key.as_str()) {
                 let near = closest(key, PLAN_FIELDS.iter().copied()).into_iter().next();
@@ -239,6 +237,14 @@ impl Parser {
         if let Some((key, value)) = first_of(map, &["timeout_ms", "timeoutMs"]) {
             plan.timeout_ms = self.number(key, value);
         }
+        plan.lazy = self.lazy(map);
+        for key in ["conditionPrompt", "aggregationPrompt"] {
+            match map.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(text)) => plan.prompts.push((key.to_owned(), text.clone())),
+                Some(other) => self.shape(key, "a string", other),
+            }
+        }
         match first_of(map, &["steps", "calls"]) {
             Some((_, Value::Array(items))) => {
                 plan.steps = items
@@ -251,6 +257,32 @@ impl Parser {
             None => self.issue("steps", IssueKind::NoSteps),
         }
         plan
+    }
+
+    /// `"mode": "lazy"` (seed 004; `"eager"` runs) or `"dry_run": true`.
+    fn lazy(&mut self, map: &Map<String, Value>) -> bool {
+        let mut lazy = false;
+        match map.get("mode") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(mode)) => match fold_name(mode).as_str() {
+                "lazy" => lazy = true,
+                "eager" => {}
+                _ => self.issue(
+                    "mode",
+                    IssueKind::NotOneOf {
+                        value: mode.clone(),
+                        allowed: vec!["lazy".into(), "eager".into()],
+                    },
+                ),
+            },
+            Some(other) => self.shape("mode", "\"lazy\" or \"eager\"", other),
+        }
+        match first_of(map, &["dry_run", "dryRun"]) {
+            None | Some((_, Value::Null)) => {}
+            Some((_, Value::Bool(dry))) => lazy |= dry,
+            Some((key, other)) => self.shape(key, "true or false", other),
+        }
+        lazy
     }
 
     fn closed_set<T: Default>(

@@ -291,6 +291,43 @@ pub enum IssueKind {
         /// The value, compact JSON.
         found: String,
     },
+    /// A `when` that cannot be read.
+    #[error("bad condition: {message}")]
+    BadCondition {
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A value step that also names a tool, a resource or arguments.
+    #[error("a value step calls no tool, but this one has \"{field}\"")]
+    ValueWithTool {
+        /// The field beside `value`.
+        field: String,
+    },
+    /// `item` or `index` read by a step without `foreach` (or by its `when`).
+    #[error("`{text}` reads the current item, but {place}")]
+    ItemOutsideForeach {
+        /// The reference as written.
+        text: String,
+        /// Why there is no item there.
+        place: String,
+    },
+    /// `foreach` over a literal that is not an array.
+    #[error("foreach needs an array, found {found}")]
+    ForeachNotArray {
+        /// The value's type and a preview.
+        found: String,
+    },
+    /// `foreach` over a literal array longer than `[proxy] max_foreach_items`.
+    #[error("foreach over {count} items; at most {max} are allowed")]
+    TooManyItems {
+        /// Items given.
+        count: usize,
+        /// `[proxy] max_foreach_items`.
+        max: usize,
+    },
+    /// `concurrency` on a step without `foreach`.
+    #[error("concurrency applies to a foreach step, and this step has no foreach")]
+    ConcurrencyWithoutForeach,
     /// Problems past [`MAX_ISSUES`], not shown.
     #[error("and {count} more problems, not shown")]
     MoreIssues {
@@ -408,6 +445,20 @@ impl IssueKind {
             IssueKind::RetriesIgnored { .. } => {
                 "set \"retry_unsafe\": true if repeating the call is harmless".into()
             }
+            IssueKind::BadCondition { .. } => {
+                "write \"when\": \"$ref:STEP.PATH\" (truthy), {\"$ref\": \"STEP.PATH\", \"gt\": 80} with eq ne gt gte lt lte in contains matches exists, or {\"all\"|\"any\": [...]}, {\"not\": ...}".into()
+            }
+            IssueKind::ValueWithTool { .. } => {
+                "a step either calls a tool (\"tool\", \"args\") or is a value step (\"value\"), not both".into()
+            }
+            IssueKind::ItemOutsideForeach { .. } => {
+                "item and index exist only in the args (or value) of a step with \"foreach\"; a loop's outputs are read whole, as $ref:STEP".into()
+            }
+            IssueKind::ForeachNotArray { .. } => {
+                "give an array, or a reference to one such as \"$ref:list.items\"".into()
+            }
+            IssueKind::TooManyItems { .. } => "split the items over several steps or plans".into(),
+            IssueKind::ConcurrencyWithoutForeach => "remove \"concurrency\", or add \"foreach\"".into(),
             IssueKind::MoreIssues { .. } => {
                 "fix the problems above; the rest are reported when the plan is sent again".into()
             }

@@ -6,6 +6,7 @@
 //! specification.
 
 mod canonical;
+mod condition;
 mod describe;
 mod dialects;
 mod graph;
@@ -13,6 +14,7 @@ mod issue;
 mod model;
 mod names;
 mod output;
+mod ready;
 mod refs;
 mod resolve;
 mod schedule;
@@ -26,6 +28,7 @@ mod validated;
 #[cfg(test)]
 mod tests;
 
+pub use condition::{Condition, OPERATORS, Op, truthy};
 pub use describe::{execute_plan_description, execute_plan_input_schema};
 pub use dialects::parse;
 pub use issue::{
@@ -35,6 +38,7 @@ pub use issue::{
 pub use model::{OnError, OutputSlots, Plan, Step, StepId, Strategy};
 pub(crate) use names::fold_name;
 pub use output::{ToolOutcome, output_value, parse_text, tool_outcome};
+pub use ready::{CONDITION_FALSE, Prepared};
 pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
 pub use resolve::ResolveWarning;
 pub use schedule::{Schedule, dot, mermaid, schedule};
@@ -42,7 +46,8 @@ pub use template::{Piece, Ref, RefSource, Template};
 pub use tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool};
 pub use validate::{DEFAULT_PIPE_TO, EXECUTE_PLAN_TOOL, validate};
 pub use validated::{
-    DEFAULT_MAX_PLAN_STEPS, Dependency, DependencyKind, Limits, Pipe, PlannedStep, ValidatedPlan,
+    DEFAULT_MAX_FOREACH_ITEMS, DEFAULT_MAX_PLAN_STEPS, Dependency, DependencyKind, Foreach, Limits,
+    Pipe, PlannedStep, StepKind, ValidatedPlan,
 };
 
 use serde_json::Value;

@@ -10,6 +10,7 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::condition::Condition;
 use super::names::fold_name;
 use super::refs::RawRef;
 use super::template::Template;
@@ -86,9 +87,14 @@ impl Strategy {
         }
     }
 
-    /// Parses a strategy in any case (`AUTO`, `Parallel`, `planType: "CHAINED"`).
+    /// Parses a strategy in any case (`AUTO`, `Parallel`, `planType: "CHAINED"`). Seed
+    /// 002's `CONDITIONAL` and `ITERATIVE` are `auto`: their branches and loops are the
+    /// steps' `when` and `foreach`.
     pub fn parse(text: &str) -> Option<Self> {
         let key = fold_name(text);
+        if key == "conditional" || key == "iterative" {
+            return Some(Strategy::Auto);
+        }
         Self::ALL
             .iter()
             .find(|(_, name)| fold_name(name) == key)
@@ -173,6 +179,12 @@ pub struct Plan {
     pub inputs: Value,
     /// A whole-plan time limit requested by the model, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// `"mode": "lazy"` or `"dry_run": true`: validate and return the schedule, run
+    /// nothing.
+    pub lazy: bool,
+    /// Seed 002's `conditionPrompt` / `aggregationPrompt`: kept in the run record for
+    /// the reader, not acted on.
+    pub prompts: Vec<(String, String)>,
 }
 
 /// One step of a parsed plan.
@@ -205,6 +217,14 @@ pub struct Step {
     pub output_slots: Option<OutputSlots>,
     /// A human note (`description`), kept for records.
     pub description: Option<String>,
+    /// A value step (`"value"`): no tool call; its output is this, references resolved.
+    pub value: Option<Template<RawRef>>,
+    /// Runs only when this holds (`"when"`).
+    pub when: Option<Condition<RawRef>>,
+    /// Calls the tool once per item of this array or reference (`"foreach"`).
+    pub foreach: Option<Template<RawRef>>,
+    /// Under `foreach`, how many items run at once.
+    pub concurrency: Option<u64>,
 }
 
 /// Where a seed-004 step writes its result: `"†state.receipt || †state.error"`.

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! reference := root segment*
-//! root      := "steps[" digits "]" | "input" | "inputs" | key
+//! root      := "steps[" digits "]" | "input" | "inputs" | "item" | "index" | key
 //! segment   := "." key | "[" integer "]" | "[" quoted "]"
 //! key       := one or more characters other than . [ ] { } < > | " ' , whitespace
 //! quoted    := '"' text '"' | "'" text "'"      (\" \' \\ escape inside)
@@ -40,6 +40,10 @@ pub enum RawRoot {
     Input,
     /// A seed-004 state slot (`†state.language`).
     State(String),
+    /// The current item of a `foreach` step (`item`, `item.name`).
+    Item,
+    /// The current item's 0-based position in a `foreach` step (`index`).
+    ItemIndex,
 }
 
 /// A compiled RFC 9535 JSONPath query together with the text it came from.
@@ -346,6 +350,8 @@ fn parse_path_prefix(text: &str) -> Result<(RawRoot, Vec<PathSeg>, usize), Strin
     } else {
         match cur.key() {
             Some(word) if word == "input" || word == "inputs" => RawRoot::Input,
+            Some(word) if word == "item" => RawRoot::Item,
+            Some(word) if word == "index" => RawRoot::ItemIndex,
             Some(word) => RawRoot::Step(word),
             None => return Err("a reference must start with a step id, steps[N] or input".into()),
         }

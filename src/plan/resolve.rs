@@ -75,8 +75,8 @@ impl Template<Ref> {
     }
 }
 
-/// Reads one reference, turning every miss into `null` plus a warning.
-fn read<'v>(
+/// Reads one reference, turning every miss into `null` plus a warning at `at`.
+pub(super) fn read<'v>(
     r: &Ref,
     at: &str,
     lookup: &dyn Fn(&RefSource) -> Option<&'v Value>,
@@ -97,6 +97,9 @@ fn read<'v>(
                 warn(format!("read the error of step '{id}', which did not fail"))
             }
             RefSource::Input => warn("read the plan's inputs, which were not given".into()),
+            RefSource::Item | RefSource::Index => {
+                warn("read the current item outside a foreach".into())
+            }
         };
     };
     let Some(found) = refs::select(base, &r.path) else {

@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 
+use super::condition::Condition;
 use super::dialects::{Parser, first_of, parse_json_text};
 use super::issue::IssueKind;
 use super::model::{OutputSlots, Step, StepId};
@@ -24,6 +25,10 @@ const STEP_FIELDS: &[&str] = &[
     "output_path",
     "description",
     "resource",
+    "value",
+    "when",
+    "foreach",
+    "concurrency",
 ];
 const ARG_ALIASES: &[&str] = &["args", "arguments", "parameters", "params"];
 
@@ -145,6 +150,12 @@ impl Parser {
             "title",
             "name",
             "resource",
+            "value",
+            "when",
+            "foreach",
+            "for_each",
+            "forEach",
+            "concurrency",
         ];
         for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
             let near = closest(key, STEP_FIELDS.iter().copied()).into_iter().next();
@@ -168,6 +179,29 @@ impl Parser {
         } else {
             &["name"]
         };
+        if let Some(value) = map.get("value") {
+            step.value = Some(self.template(&format!("{at}.value"), value));
+            let beside = ["tool", "toolName", "tool_name", "resource"]
+                .into_iter()
+                .chain(ARG_ALIASES.iter().copied())
+                .find(|k| map.contains_key(*k));
+            if let Some(key) = beside {
+                self.issue(
+                    format!("{at}.{key}"),
+                    IssueKind::ValueWithTool { field: key.into() },
+                );
+                return;
+            }
+        }
+        if let Some(when) = map.get("when") {
+            step.when = self.condition(&format!("{at}.when"), when);
+        }
+        if let Some((key, items)) = first_of(map, &["foreach", "for_each", "forEach"]) {
+            step.foreach = Some(self.template(&format!("{at}.{key}"), items));
+        }
+        if let Some(value) = map.get("concurrency") {
+            step.concurrency = self.number(format!("{at}.concurrency"), value);
+        }
         match (first_of(map, tool_keys), map.get("resource")) {
             (Some((key, _)), Some(_)) => {
                 let kind = IssueKind::WrongShape {
@@ -185,6 +219,7 @@ impl Parser {
             }
             (Some((_, Value::String(tool))), None) => step.tool = tool.clone(),
             (Some((key, other)), None) => self.shape(format!("{at}.{key}"), "a tool name", other),
+            (None, None) if step.value.is_some() => {}
             (None, None) => self.issue(format!("{at}.tool"), IssueKind::MissingTool),
         }
         match first_of(map, &["server", "serverId", "server_id"]) {
@@ -286,6 +321,20 @@ impl Parser {
             return none();
         }
         (self.template(at, &value), value)
+    }
+
+    fn condition(&mut self, at: &str, value: &Value) -> Option<Condition<RawRef>> {
+        let mut problems = Vec::new();
+        let parsed = Condition::parse(value, &mut problems);
+        for problem in problems {
+            self.issue(
+                format!("{at}{}", problem.at),
+                IssueKind::BadCondition {
+                    message: problem.message,
+                },
+            );
+        }
+        parsed
     }
 
     pub(super) fn template(&mut self, at: &str, value: &Value) -> Template<RawRef> {

@@ -16,6 +16,10 @@ pub enum RefSource {
     Error(StepId),
     /// The plan's `inputs` object.
     Input,
+    /// The current item of a `foreach` step.
+    Item,
+    /// The current item's 0-based position.
+    Index,
 }
 
 impl RefSource {
@@ -23,7 +27,7 @@ impl RefSource {
     pub fn step(&self) -> Option<&StepId> {
         match self {
             RefSource::Output(id) | RefSource::Error(id) => Some(id),
-            RefSource::Input => None,
+            RefSource::Input | RefSource::Item | RefSource::Index => None,
         }
     }
 }

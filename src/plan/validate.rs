@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::condition::Condition;
 use super::graph::find_cycles;
 use super::issue::{IssueKind, PlanIssue, sort_issues};
 use super::model::{Plan, Step, StepId, Strategy};
@@ -14,7 +15,9 @@ use super::refs::{self, RawRef, RawRoot};
 use super::schema::check_args;
 use super::template::{Ref, RefSource, Template};
 use super::tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool, resource_spec};
-use super::validated::{Dependency, DependencyKind, Limits, Pipe, PlannedStep, ValidatedPlan};
+use super::validated::{
+    Dependency, DependencyKind, Foreach, Limits, Pipe, PlannedStep, StepKind, ValidatedPlan,
+};
 
 mod outputs;
 
@@ -26,7 +29,7 @@ pub const DEFAULT_PIPE_TO: &str = "input";
 /// quoted in every message about their step.
 pub const MAX_ID_CHARS: usize = 64;
 /// Words that cannot be step ids because references use them as roots.
-const RESERVED_IDS: &[&str] = &["input", "inputs", "steps"];
+const RESERVED_IDS: &[&str] = &["input", "inputs", "steps", "item", "index"];
 
 /// Checks a parsed plan against the catalog and the limits.
 pub fn validate(
@@ -55,7 +58,7 @@ pub fn validate(
     let mut steps = Vec::new();
     let mut edges: Vec<Vec<usize>> = Vec::new();
     for (i, step) in plan.steps.iter().enumerate() {
-        let args = v.references(i, step, &slots);
+        let read = v.reads(i, step, &slots, limits);
         if let Some(out) = &step.output_slots {
             slots.insert(out.success.clone(), (i, false));
             if let Some(error) = &out.error {
@@ -63,7 +66,7 @@ pub fn validate(
             }
         }
         let after = v.depends_on(i, step);
-        edges.push(v.edges(args.as_ref(), &after));
+        edges.push(v.edges(read.as_ref(), &after));
         let pipe = v.pipe(i, step, specs[i]);
         if let Some(spec) = specs[i] {
             let implied: Vec<String> = pipe.iter().map(|p| p.into.clone()).collect();
@@ -74,8 +77,13 @@ pub fn validate(
                 &implied,
             ));
         }
-        if let (Some(args), Some(spec)) = (args, specs[i]) {
-            steps.push(v.planned(i, step, spec, args, after, pipe));
+        let action = match (&step.value, specs[i]) {
+            (Some(_), _) => Some(None),
+            (None, Some(spec)) => Some(Some(spec)),
+            (None, None) => None,
+        };
+        if let (Some(read), Some(spec)) = (read, action) {
+            steps.push(v.planned(i, step, spec, read, after, pipe));
         }
     }
     let (selections, outputs) = v.asked();
@@ -100,8 +108,29 @@ pub fn validate(
         selections,
         inputs: plan.inputs,
         timeout_ms: plan.timeout_ms,
+        lazy: plan.lazy,
+        prompts: plan.prompts,
         warnings,
     })
+}
+
+/// Everything a step reads, bound: its arguments (or value), its condition, its items.
+struct Read {
+    args: Template,
+    when: Option<Condition>,
+    foreach: Option<Foreach>,
+}
+
+impl Read {
+    fn visit_refs(&self, f: &mut dyn FnMut(&Ref)) {
+        self.args.visit_refs(&mut |r: &Ref, _| f(r));
+        if let Some(when) = &self.when {
+            when.visit_refs(f);
+        }
+        if let Some(foreach) = &self.foreach {
+            foreach.items.visit_refs(&mut |r: &Ref, _| f(r));
+        }
+    }
 }
 
 struct Validator<'p> {
@@ -260,7 +289,7 @@ impl<'p> Validator<'p> {
                 );
                 None
             }
-            RawRoot::Input | RawRoot::State(_) => None,
+            RawRoot::Input | RawRoot::State(_) | RawRoot::Item | RawRoot::ItemIndex => None,
         }
     }
 
@@ -289,55 +318,142 @@ impl<'p> Validator<'p> {
         false
     }
 
-    fn references(
+    /// Binds every reference step `i` reads — in its arguments or value, its condition
+    /// and its items — to what it reads, reporting each one that cannot be.
+    fn reads(
         &mut self,
         i: usize,
         step: &Step,
         slots: &HashMap<String, (usize, bool)>,
-    ) -> Option<Template> {
+        limits: &Limits,
+    ) -> Option<Read> {
         let plan = self.plan;
         let known = |name: &str| plan.steps.iter().any(|s| s.id == name);
         let prose = |r: &RawRef| {
             r.text.starts_with("$<") && matches!(&r.root, RawRoot::Step(name) if !known(name))
         };
-        let args = step.args.literalize(&prose);
-        let base = format!("steps[{i}].args");
-        let mut map = |raw: &RawRef, below: &str| -> Option<Ref> {
-            let at = format!("{base}{below}");
-            let source = match &raw.root {
-                RawRoot::Input => RefSource::Input,
-                RawRoot::State(slot) => match slots.get(slot) {
-                    Some(&(writer, caught)) => {
-                        let id = StepId::new(self.plan.steps[writer].id.clone());
-                        if caught {
-                            RefSource::Error(id)
-                        } else {
-                            RefSource::Output(id)
-                        }
-                    }
-                    None => {
-                        let closest = closest(slot, slots.keys().map(String::as_str));
-                        self.issue(
-                            at,
-                            IssueKind::UnknownStateSlot {
-                                slot: slot.clone(),
-                                closest,
-                            },
-                        );
-                        return None;
-                    }
-                },
-                root => {
-                    let target = self.step_index(root, &raw.text, &at)?;
-                    if !self.edge_allowed(i, target, &at) {
-                        return None;
-                    }
-                    RefSource::Output(StepId::new(self.plan.steps[target].id.clone()))
-                }
-            };
-            Some(Ref::bind(raw, source))
+        let looped = step.foreach.is_some();
+        let (written, field) = match &step.value {
+            Some(value) => (value, "value"),
+            None => (&step.args, "args"),
         };
-        args.map_refs(&mut map)
+        let base = format!("steps[{i}].{field}");
+        let args = written.literalize(&prose).map_refs(&mut |raw, below| {
+            let place = (!looped).then_some("this step has no foreach");
+            self.bind(i, raw, &format!("{base}{below}"), slots, place)
+        });
+        let when = step.when.as_ref().map(|when| {
+            when.map_refs(&mut |raw| {
+                let place = Some("a step's condition is decided once, before its items");
+                self.bind(i, raw, &format!("steps[{i}].when"), slots, place)
+            })
+        });
+        let foreach = step.foreach.as_ref().map(|items| {
+            let at = format!("steps[{i}].foreach");
+            let bound = items.map_refs(&mut |raw, below| {
+                let place = Some("the items are read before there is a current one");
+                self.bind(i, raw, &format!("{at}{below}"), slots, place)
+            })?;
+            match &bound {
+                Template::Literal(Value::Array(items))
+                    if items.len() > limits.max_foreach_items =>
+                {
+                    let kind = IssueKind::TooManyItems {
+                        count: items.len(),
+                        max: limits.max_foreach_items,
+                    };
+                    self.issue(at, kind);
+                    None
+                }
+                Template::Literal(Value::Array(_)) | Template::Ref(_) => Some(bound),
+                Template::Literal(other) => {
+                    let found = super::describe_value(other);
+                    self.issue(at, IssueKind::ForeachNotArray { found });
+                    None
+                }
+                _ => {
+                    let found = "an object or text with references inside".to_owned();
+                    self.issue(at, IssueKind::ForeachNotArray { found });
+                    None
+                }
+            }
+        });
+        if step.concurrency.is_some() && !looped {
+            self.issue(
+                format!("steps[{i}].concurrency"),
+                IssueKind::ConcurrencyWithoutForeach,
+            );
+        }
+        let concurrency = step
+            .concurrency
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX).max(1));
+        Some(Read {
+            args: args?,
+            when: when.map_or(Some(None), |w| w.map(Some))?,
+            foreach: foreach
+                .map_or(Some(None), |f| f.map(Some))?
+                .map(|items| Foreach {
+                    items,
+                    concurrency,
+                    max_items: limits.max_foreach_items,
+                }),
+        })
+    }
+
+    /// What one reference of step `i` reads. `no_item` says why `item` / `index` cannot
+    /// be read here, or is `None` where they can.
+    fn bind(
+        &mut self,
+        i: usize,
+        raw: &RawRef,
+        at: &str,
+        slots: &HashMap<String, (usize, bool)>,
+        no_item: Option<&str>,
+    ) -> Option<Ref> {
+        let source = match &raw.root {
+            RawRoot::Input => RefSource::Input,
+            RawRoot::Item | RawRoot::ItemIndex => match no_item {
+                Some(place) => {
+                    let kind = IssueKind::ItemOutsideForeach {
+                        text: raw.text.clone(),
+                        place: place.to_owned(),
+                    };
+                    self.issue(at, kind);
+                    return None;
+                }
+                None if matches!(raw.root, RawRoot::Item) => RefSource::Item,
+                None => RefSource::Index,
+            },
+            RawRoot::State(slot) => match slots.get(slot) {
+                Some(&(writer, caught)) => {
+                    let id = StepId::new(self.plan.steps[writer].id.clone());
+                    if caught {
+                        RefSource::Error(id)
+                    } else {
+                        RefSource::Output(id)
+                    }
+                }
+                None => {
+                    let closest = closest(slot, slots.keys().map(String::as_str));
+                    self.issue(
+                        at,
+                        IssueKind::UnknownStateSlot {
+                            slot: slot.clone(),
+                            closest,
+                        },
+                    );
+                    return None;
+                }
+            },
+            root => {
+                let target = self.step_index(root, &raw.text, at)?;
+                if !self.edge_allowed(i, target, at) {
+                    return None;
+                }
+                RefSource::Output(StepId::new(self.plan.steps[target].id.clone()))
+            }
+        };
+        Some(Ref::bind(raw, source))
     }
 
     fn depends_on(&mut self, i: usize, step: &Step) -> Vec<usize> {
@@ -345,7 +461,10 @@ impl<'p> Validator<'p> {
         for (k, entry) in step.depends_on.iter().enumerate() {
             let at = format!("steps[{i}].depends_on[{k}]");
             let root = match refs::parse_reference(entry, false) {
-                Ok(parsed) if parsed.path.is_empty() && !matches!(parsed.root, RawRoot::Input) => {
+                Ok(parsed)
+                    if parsed.path.is_empty()
+                        && matches!(parsed.root, RawRoot::Step(_) | RawRoot::Index(_)) =>
+                {
                     parsed.root
                 }
                 _ => RawRoot::Step(entry.clone()),
@@ -360,7 +479,7 @@ impl<'p> Validator<'p> {
     }
 
     fn pipe(&mut self, i: usize, step: &Step, spec: Option<&ToolSpec>) -> Option<Pipe> {
-        if self.plan.strategy != Strategy::Chained || i == 0 {
+        if self.plan.strategy != Strategy::Chained || i == 0 || step.value.is_some() {
             return None;
         }
         let into = step
@@ -396,12 +515,13 @@ impl<'p> Validator<'p> {
         })
     }
 
+    /// The step ready to run; `spec` is its tool, or `None` for a value step.
     fn planned(
         &mut self,
         i: usize,
         step: &Step,
-        spec: &ToolSpec,
-        args: Template,
+        spec: Option<&ToolSpec>,
+        read: Read,
         after: Vec<usize>,
         pipe: Option<Pipe>,
     ) -> PlannedStep {
@@ -431,10 +551,10 @@ impl<'p> Validator<'p> {
         for target in after {
             add(StepId::new(steps[target].id.clone()), DependencyKind::After);
         }
-        args.visit_refs(&mut |r: &Ref, _| match &r.source {
+        read.visit_refs(&mut |r: &Ref| match &r.source {
             RefSource::Output(id) => add(id.clone(), DependencyKind::Output),
             RefSource::Error(id) => add(id.clone(), DependencyKind::Error),
-            RefSource::Input => {}
+            RefSource::Input | RefSource::Item | RefSource::Index => {}
         });
         let order = |id: &StepId| {
             self.first_index
@@ -443,8 +563,11 @@ impl<'p> Validator<'p> {
                 .unwrap_or(usize::MAX)
         };
         depends_on.sort_by_key(|d| order(&d.step));
-        let safe = spec.retry_safe() || step.retry_unsafe;
-        if step.retries > 0 && !safe {
+        let safe = spec.is_none_or(ToolSpec::retry_safe) || step.retry_unsafe;
+        if let Some(spec) = spec
+            && step.retries > 0
+            && !safe
+        {
             self.warnings.push(PlanIssue::new(
                 format!("steps[{i}].retries"),
                 IssueKind::RetriesIgnored {
@@ -452,14 +575,24 @@ impl<'p> Validator<'p> {
                 },
             ));
         }
+        let (exported, server, tool) = spec.map_or_else(Default::default, |s| {
+            (s.exported.clone(), s.server.clone(), s.tool.clone())
+        });
         PlannedStep {
             id: StepId::new(step.id.clone()),
             index: i,
-            exported: spec.exported.clone(),
-            server: spec.server.clone(),
-            tool: spec.tool.clone(),
-            tier: spec.tier,
-            args,
+            exported,
+            server,
+            tool,
+            tier: spec.map_or(crate::policy::Tier::Read, |s| s.tier),
+            kind: if spec.is_some() {
+                StepKind::Call
+            } else {
+                StepKind::Value
+            },
+            args: read.args,
+            when: read.when,
+            foreach: read.foreach,
             written_args: step.written_args.clone(),
             depends_on,
             timeout_ms: step.timeout_ms,
@@ -472,10 +605,10 @@ impl<'p> Validator<'p> {
     }
 
     /// The positions step's references and `depends_on` point at.
-    fn edges(&self, args: Option<&Template>, after: &[usize]) -> Vec<usize> {
+    fn edges(&self, read: Option<&Read>, after: &[usize]) -> Vec<usize> {
         let mut targets = after.to_vec();
-        if let Some(args) = args {
-            args.visit_refs(&mut |r: &Ref, _| {
+        if let Some(read) = read {
+            read.visit_refs(&mut |r: &Ref| {
                 if let Some(&i) = r
                     .source
                     .step()

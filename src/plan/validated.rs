@@ -5,27 +5,58 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::condition::Condition;
 use super::issue::PlanIssue;
 use super::model::{OnError, OutputSlots, StepId, Strategy};
 use super::resolve::ResolveWarning;
-use super::template::{RefSource, Template};
+use super::template::{Ref, RefSource, Template};
 
 /// Default cap on steps per plan; `[proxy] max_plan_steps` overrides it.
 pub const DEFAULT_MAX_PLAN_STEPS: usize = 256;
+
+/// Default cap on the items of one `foreach` step; `[proxy] max_foreach_items`
+/// overrides it. Each item is a tool call: a thousand is a large batch already.
+pub const DEFAULT_MAX_FOREACH_ITEMS: usize = 1_000;
 
 /// Limits applied by validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Plans with more steps are rejected before anything runs.
     pub max_plan_steps: usize,
+    /// A `foreach` over more items fails (before anything runs when the items are
+    /// written in the plan).
+    pub max_foreach_items: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_plan_steps: DEFAULT_MAX_PLAN_STEPS,
+            max_foreach_items: DEFAULT_MAX_FOREACH_ITEMS,
         }
     }
+}
+
+/// What a step does once it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// Calls its tool (once, or once per item).
+    Call,
+    /// Calls nothing: its output is its `value` with the references resolved (`args`
+    /// holds that value).
+    Value,
+}
+
+/// A `foreach` step's loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Foreach {
+    /// The items: an array, or a reference to one.
+    pub items: Template,
+    /// How many items run at once (`None`: as many as the plan's limits allow).
+    pub concurrency: Option<usize>,
+    /// More items than this fail the step.
+    pub max_items: usize,
 }
 
 /// Why a step waits for another; the executor decides from this what a failure of the
@@ -95,6 +126,12 @@ pub struct PlannedStep {
     pub output_slots: Option<OutputSlots>,
     /// The step's description, if the plan gave one.
     pub description: Option<String>,
+    /// A tool call or a value step.
+    pub kind: StepKind,
+    /// Runs only when this holds; otherwise it is skipped, which is no failure.
+    pub when: Option<Condition>,
+    /// Runs once per item.
+    pub foreach: Option<Foreach>,
 }
 
 impl PlannedStep {
@@ -131,10 +168,22 @@ impl PlannedStep {
         (args, warnings)
     }
 
-    /// The sources this step's arguments read (the piped step included).
+    /// Calls `f` on every reference the step reads: in its arguments (or value), its
+    /// condition and its items.
+    pub fn visit_refs(&self, f: &mut dyn FnMut(&Ref)) {
+        self.args.visit_refs(&mut |r: &Ref, _| f(r));
+        if let Some(when) = &self.when {
+            when.visit_refs(f);
+        }
+        if let Some(foreach) = &self.foreach {
+            foreach.items.visit_refs(&mut |r: &Ref, _| f(r));
+        }
+    }
+
+    /// The sources this step reads (the piped step included).
     pub fn sources(&self) -> Vec<RefSource> {
         let mut sources: Vec<RefSource> = Vec::new();
-        self.args.visit_refs(&mut |r: &super::template::Ref, _| {
+        self.visit_refs(&mut |r: &Ref| {
             if !sources.contains(&r.source) {
                 sources.push(r.source.clone());
             }
@@ -149,8 +198,7 @@ impl PlannedStep {
     /// value it reads, so the executor resolves such a step off the I/O thread.
     pub fn queries(&self) -> bool {
         let mut found = false;
-        self.args
-            .visit_refs(&mut |r: &super::template::Ref, _| found |= r.query.is_some());
+        self.visit_refs(&mut |r: &Ref| found |= r.query.is_some());
         found
     }
 
@@ -179,6 +227,8 @@ pub struct ValidatedPlan {
     pub(super) selections: Vec<(String, Template)>,
     pub(super) inputs: Value,
     pub(super) timeout_ms: Option<u64>,
+    pub(super) lazy: bool,
+    pub(super) prompts: Vec<(String, String)>,
     pub(super) warnings: Vec<PlanIssue>,
     /// Step id → position in `steps`, so lookups stay O(1) in plans of thousands of steps.
     pub(super) index: HashMap<StepId, usize>,
@@ -252,7 +302,7 @@ impl ValidatedPlan {
                     match source {
                         RefSource::Output(id) => outputs.get(id),
                         RefSource::Input => Some(&self.inputs),
-                        RefSource::Error(_) => None,
+                        RefSource::Error(_) | RefSource::Item | RefSource::Index => None,
                     }
                 };
                 let value = template.resolve(&lookup, &mut warnings);
@@ -274,6 +324,17 @@ impl ValidatedPlan {
     /// A whole-plan time limit requested by the plan.
     pub fn timeout_ms(&self) -> Option<u64> {
         self.timeout_ms
+    }
+
+    /// Whether the plan asked to be checked and shown, not run (`"mode": "lazy"`,
+    /// `"dry_run": true`).
+    pub fn lazy(&self) -> bool {
+        self.lazy
+    }
+
+    /// Seed 002's `conditionPrompt` / `aggregationPrompt`, as written.
+    pub fn prompts(&self) -> &[(String, String)] {
+        &self.prompts
     }
 
     /// Problems that do not stop the plan (such as retries on an unsafe tool).
@@ -307,7 +368,7 @@ impl ValidatedPlan {
         self.resolve_args(step, &|source| match source {
             RefSource::Output(id) => outputs.get(id),
             RefSource::Error(id) => errors.get(id),
-            RefSource::Input => None,
+            RefSource::Input | RefSource::Item | RefSource::Index => None,
         })
     }
 }

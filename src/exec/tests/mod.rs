@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::plan::{Limits, StepId, ToolSpec, ValidatedPlan, prepare};
 
+mod language;
 mod stops;
 mod table;
 

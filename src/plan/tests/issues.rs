@@ -64,7 +64,7 @@ fn unknown_fields_and_values() {
     );
     snap(
         "issue_bad_strategy",
-        json!({"planType": "CONDITIONAL", "on_error": "explode", "steps": [list()]}),
+        json!({"planType": "RANDOM", "on_error": "explode", "steps": [list()]}),
     );
     snap(
         "issue_two_argument_fields",
@@ -76,7 +76,10 @@ fn unknown_fields_and_values() {
 fn too_many_steps() {
     let text = invalid_with(
         json!({"steps": [list(), list(), list()]}),
-        &Limits { max_plan_steps: 2 },
+        &Limits {
+            max_plan_steps: 2,
+            ..Limits::default()
+        },
     );
     snapshot_settings().bind(|| insta::assert_snapshot!("issue_too_many_steps", text));
 }
@@ -273,5 +276,27 @@ fn everything_at_once() {
             ],
             "outputs": ["check"]
         })).unwrap_or_default()}),
+    );
+}
+
+#[test]
+fn conditions_loops_and_value_steps() {
+    // Every problem of the second part of the language, reported together.
+    snap(
+        "issue_language_second_part",
+        json!({"strategy": "sequential", "steps": [
+            {"id": "list", "tool": "metrics__list_metrics", "args": {},
+             "when": {"$ref": "check.ok", "eq": true}},
+            {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "${item.name}"}},
+            {"id": "each", "foreach": {"name": "cpu"}, "tool": "metrics__query_metric",
+             "args": {"name": "$ref:item"}},
+            {"id": "v", "value": {"n": "$ref:list"}, "tool": "metrics__list_metrics"},
+            {"id": "check", "tool": "metrics__list_metrics", "args": {},
+             "when": {"$ref": "cpu.current", "greater": 80}},
+            {"id": "late", "tool": "metrics__list_metrics", "args": {}, "concurrency": 2,
+             "when": {"$ref": "index", "gt": 1}},
+            {"id": "many", "foreach": "$ref:list.metrics", "tool": "metrics__query_metric",
+             "args": {"name": "$ref:item.name"}, "when": "$ref:item.on"}
+        ], "outputs": {"first": "$ref:item"}}),
     );
 }

@@ -209,6 +209,83 @@ fn seed_002_variable_substitution() {
     assert_eq!(plan, Ok(expected));
 }
 
+/// Seed 002's planner may answer `CONDITIONAL` or `ITERATIVE` with its two prompts: run
+/// as `auto`, the branches and loops written as `when` and `foreach`, the prompts kept.
+#[test]
+fn seed_002_conditional_and_iterative() {
+    let seed = json!({
+      "planType": "CONDITIONAL",
+      "conditionPrompt": "Only write the file when it will rain",
+      "aggregationPrompt": "Summarise the forecast in one line",
+      "steps": [
+        {"id": "step1", "serverId": "weather-server", "toolName": "get-forecast",
+         "parameters": {"latitude": 40.7128, "longitude": -74.0060}},
+        {"id": "step2", "serverId": "filesystem-server", "toolName": "write_file",
+         "when": {"$ref": "step1.rain", "eq": true},
+         "parameters": {"path": "documents/weather.txt", "content": "${step1.result}"},
+         "dependencies": ["step1"]}
+      ]
+    });
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "step1", "tool": "get-forecast", "server": "weather-server",
+             "args": {"latitude": 40.7128, "longitude": -74.0060}},
+            {"id": "step2", "when": {"$ref": "step1.rain", "eq": true}, "tool": "write_file",
+             "server": "filesystem-server",
+             "args": {"path": "documents/weather.txt", "content": "$ref:step1"},
+             "depends_on": ["step1"]}
+        ],
+        "on_error": "fail_forward",
+        "conditionPrompt": "Only write the file when it will rain",
+        "aggregationPrompt": "Summarise the forecast in one line"
+    });
+    check(seed, expected);
+    let iterative = json!({
+      "planType": "ITERATIVE",
+      "steps": [
+        {"id": "days", "value": [1, 2, 3]},
+        {"id": "each", "serverId": "weather-server", "toolName": "get-forecast",
+         "foreach": "$ref:days", "concurrency": 2,
+         "parameters": {"latitude": 40.7128, "longitude": "$ref:item"}}
+      ]
+    });
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "days", "value": [1, 2, 3]},
+            {"id": "each", "foreach": "$ref:days", "concurrency": 2, "tool": "get-forecast",
+             "server": "weather-server", "args": {"latitude": 40.7128, "longitude": "$ref:item"}}
+        ],
+        "on_error": "fail_forward"
+    });
+    check(iterative, expected);
+}
+
+/// Seed 004's lazy mode: the same plan, flagged to be shown rather than run.
+#[test]
+fn seed_004_lazy_mode() {
+    let seed = json!({"mode": "lazy", "calls": [
+      {"_tool": "fetchUserProfile", "userName": "Alice", "_outputPath": "†state.userProfileData"}
+    ]});
+    let expected = json!({
+        "strategy": "auto",
+        "steps": [
+            {"id": "s1", "tool": "fetchUserProfile", "args": {"userName": "Alice"},
+             "output_path": "†state.userProfileData"}
+        ],
+        "on_error": "fail_forward",
+        "mode": "lazy"
+    });
+    check(seed, expected);
+    let plan = prepare(
+        &json!({"dry_run": true, "steps": [{"tool": "fetchUserProfile", "args": {"userName": "A"}}]}),
+        &seed_catalog(),
+        &Limits::default(),
+    );
+    assert!(plan.is_ok_and(|p| p.lazy()));
+}
+
 #[test]
 fn seed_004_profile_summary() {
     let seed = json!([

@@ -36,6 +36,14 @@ impl Validator<'_> {
                 let at = format!("{at}{below}");
                 let source = match &raw.root {
                     RawRoot::Input => RefSource::Input,
+                    RawRoot::Item | RawRoot::ItemIndex => {
+                        let kind = IssueKind::ItemOutsideForeach {
+                            text: raw.text.clone(),
+                            place: "outputs are read after the run, when there is none".into(),
+                        };
+                        self.issue(at, kind);
+                        return None;
+                    }
                     RawRoot::State(slot) => {
                         let kind = IssueKind::BadReference {
                             text: raw.text.clone(),
