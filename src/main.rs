@@ -10,7 +10,7 @@ use planmux::config::Config;
 use planmux::demo::DemoKind;
 use planmux::downstream::Downstreams;
 use planmux::exec::{Observer, RunRecord, RunStatus, StepRecord};
-use planmux::plan::{PlanIssue, PlannedStep, dot, mermaid, render_issues, schedule};
+use planmux::plan::{PlanIssue, PlannedStep, dot, mermaid, render_issues};
 use planmux::policy::Approver;
 use planmux::runner::{PlanRunner, Unchecked};
 use serde_json::{Value, json};
@@ -63,8 +63,11 @@ enum Command {
         #[arg(long, conflicts_with = "dot")]
         mermaid: bool,
         /// Print the dependency graph as Graphviz DOT.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         dot: bool,
+        /// Print what a lazy plan answers: the schedule and what would need approval, as JSON.
+        #[arg(long, conflicts_with = "mermaid")]
+        json: bool,
     },
     /// Print the merged tool catalog.
     Tools,
@@ -144,7 +147,23 @@ async fn run(cli: Cli) -> Result<i32> {
             };
             run_plan(config, &plan, yes, output).await
         }
-        Command::Validate { plan, mermaid, dot } => validate(config, &plan, mermaid, dot).await,
+        Command::Validate {
+            plan,
+            mermaid,
+            dot,
+            json,
+        } => {
+            let picture = if mermaid {
+                Picture::Mermaid
+            } else if dot {
+                Picture::Dot
+            } else if json {
+                Picture::Json
+            } else {
+                Picture::Text
+            };
+            validate(config, &plan, picture).await
+        }
         Command::Tools => tools(config).await,
         Command::Check => check(config).await,
         Command::Lock => lock(config).await,
@@ -350,31 +369,37 @@ fn print_issues(issues: &[PlanIssue]) {
     println!("{}", json!({"status": "invalid", "issues": issues}));
 }
 
-async fn validate(config: Config, source: &str, as_mermaid: bool, as_dot: bool) -> Result<i32> {
+/// How `planmux validate` shows a valid plan.
+enum Picture {
+    Text,
+    Json,
+    Mermaid,
+    Dot,
+}
+
+async fn validate(config: Config, source: &str, picture: Picture) -> Result<i32> {
     let plan = read_plan(source)?;
     let downstreams = Downstreams::start(&config, Arc::default()).await;
     let runner = PlanRunner::new(downstreams.clone(), &config);
-    let outcome = runner.validate(&plan);
+    let outcome = runner.check(plan, &CancellationToken::new()).await;
     downstreams.shutdown().await;
-    match outcome {
-        Err(issues) => {
+    let checked = match outcome {
+        Ok(checked) => checked,
+        Err(Unchecked::Invalid(issues)) => {
             print_issues(&issues);
-            Ok(EXIT_INVALID)
+            return Ok(EXIT_INVALID);
         }
-        Ok(plan) => {
-            if as_mermaid {
-                print!("{}", mermaid(&plan));
-            } else if as_dot {
-                print!("{}", dot(&plan));
-            } else {
-                print!("{}", schedule(&plan).render_text(&plan));
-                for warning in plan.warnings() {
-                    eprintln!("warning: {}: {}", warning.location, warning.message());
-                }
-            }
-            Ok(0)
+        Err(Unchecked::Unfinished(why) | Unchecked::Unshowable(why)) => {
+            return Err(anyhow::anyhow!(why));
         }
+    };
+    match picture {
+        Picture::Mermaid => print!("{}", mermaid(&checked.plan)),
+        Picture::Dot => print!("{}", dot(&checked.plan)),
+        Picture::Json => println!("{}", checked.planned()),
+        Picture::Text => print!("{}", checked.planned_text()),
     }
+    Ok(0)
 }
 
 /// One line per step on stderr as it starts and ends.
@@ -448,6 +473,13 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
             };
         }
     };
+    if checked.plan.lazy() {
+        downstreams.shutdown().await;
+        eprint!("{}", checked.planned_text());
+        eprintln!("nothing ran: the plan is lazy (mode lazy / dry_run)");
+        println!("{}", checked.planned());
+        return Ok(0);
+    }
     let approval = match &checked.approval {
         None => None,
         Some(_) if yes => checked

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::downstream::{DownstreamError, Downstreams};
 use crate::exec::{InvokeError, Invoker, Observer, RunRecord, RunStore, Settings, run};
 use crate::plan::{
-    IssueKind, Limits, PlanIssue, PlannedStep, RESOURCE_TOOL, ValidatedPlan, prepare,
+    IssueKind, Limits, PlanIssue, PlannedStep, RESOURCE_TOOL, ValidatedPlan, prepare, schedule,
 };
 use crate::policy::{Approval, Approver, Confirm, Route};
 
@@ -37,6 +37,54 @@ pub struct Checked {
     pub plan: ValidatedPlan,
     /// `None` when no step's tier is covered by `[policy] confirm`.
     pub approval: Option<Request>,
+}
+
+impl Checked {
+    /// What a lazy plan (`"mode": "lazy"`, `"dry_run": true`) answers, and what
+    /// `planmux validate --json` prints: the schedule and the steps that would need
+    /// approval. Nothing ran.
+    pub fn planned(&self) -> Value {
+        let needs: Vec<Value> = self
+            .approval
+            .iter()
+            .flat_map(|asked| &asked.steps)
+            .map(
+                |s| serde_json::json!({"id": s.id, "tool": s.tool, "tier": s.tier, "args": s.args}),
+            )
+            .collect();
+        let warnings: Vec<String> = self
+            .plan
+            .warnings()
+            .iter()
+            .map(|w| format!("{}: {}", w.location, w.message()))
+            .collect();
+        let mut planned = serde_json::json!({
+            "status": "planned",
+            "schedule": schedule(&self.plan).to_json(&self.plan),
+            "needs_approval": needs,
+        });
+        if !warnings.is_empty() {
+            planned["warnings"] = serde_json::json!(warnings);
+        }
+        planned
+    }
+
+    /// [`Self::planned`] as text, for hosts that read only text and for the terminal.
+    pub fn planned_text(&self) -> String {
+        let mut text = schedule(&self.plan).render_text(&self.plan);
+        match &self.approval {
+            None => text.push_str("needs approval: nothing\n"),
+            Some(asked) => {
+                let steps: Vec<String> = asked
+                    .steps
+                    .iter()
+                    .map(|s| format!("{} ({}, {})", s.id, s.tool, s.tier.as_str()))
+                    .collect();
+                text.push_str(&format!("needs approval: {}\n", steps.join(", ")));
+            }
+        }
+        text
+    }
 }
 
 /// Runs plans against the downstreams.

@@ -11,12 +11,15 @@ use serde_json::Value;
 /// in the folder must be listed.
 const EXPECTED: &[(&str, &str, i32, bool)] = &[
     ("chained-report.json", "succeeded", 0, true),
+    ("conditional-alert.json", "succeeded", 0, true),
     ("cpu-check-declarative.json", "succeeded", 0, false),
     ("cpu-check.json", "succeeded", 0, false),
     ("diamond.json", "succeeded", 0, false),
     ("fail-forward.json", "partial", 2, false),
     ("fan-out.json", "succeeded", 0, false),
+    ("foreach-cities.json", "succeeded", 0, false),
     ("hot-hours.json", "succeeded", 0, false),
+    ("lazy-plan.json", "planned", 0, false),
     ("race.json", "succeeded", 0, false),
     ("state-slots.json", "succeeded", 0, true),
     ("weather-compare.json", "succeeded", 0, false),
@@ -94,6 +97,28 @@ fn every_example_plan_runs_as_documented() -> anyhow::Result<()> {
         out.stdout.len() < 4000,
         "the readings stayed out: {} bytes",
         out.stdout.len()
+    );
+    // The conditional alert wrote the disk alert only: CPU is under 80 %.
+    assert!(sandbox.path().join("sandbox/alerts/disk.txt").is_file());
+    assert!(!sandbox.path().join("sandbox/alerts/cpu.txt").exists());
+    // The lazy plan wrote nothing, and named the step that would need approval.
+    assert!(!sandbox.path().join("sandbox/lisbon.json").exists());
+    let (lazy, _) = run("lazy-plan.json", false)?;
+    assert_eq!(lazy["needs_approval"][0]["id"], "save", "{lazy:#}");
+    assert_eq!(
+        lazy["schedule"]["levels"],
+        serde_json::json!([["weather"], ["save"]])
+    );
+    // The loop's lines came back in city order.
+    let (cities, _) = run("foreach-cities.json", false)?;
+    let lines = cities["outputs"]["lines"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(lines.len(), 4, "{cities:#}");
+    assert!(
+        lines[3].as_str().is_some_and(|l| l.starts_with("Lima: ")),
+        "{cities:#}"
     );
     // The state-slots example took the error path and wrote its file into the sandbox.
     assert!(sandbox.path().join("sandbox/state/lisbon.json").is_file());

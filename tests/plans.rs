@@ -280,3 +280,68 @@ async fn fail_fast_and_continue_through_the_binary() -> R {
     assert_eq!(result.is_error, Some(false));
     Ok(())
 }
+
+/// Conditions, a loop and a value step through a real client; and a lazy plan answers
+/// the schedule `planmux validate --json` prints for it, with nothing run.
+#[tokio::test]
+async fn conditions_loops_values_and_lazy_plans_through_a_client() -> R {
+    let proxy = start(&config("")).await?;
+    let plan = json!({
+        "inputs": {"cities": ["Oslo", "Lima", "Pune"]},
+        "steps": [
+            {"id": "weather", "foreach": "$ref:input.cities", "concurrency": 2,
+             "tool": "weather__get_weather", "args": {"location": "$ref:item"}},
+            {"id": "names", "foreach": "$ref:weather", "value": "$ref:item.location"},
+            {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "cpu_usage"}},
+            {"id": "hot", "when": {"$ref": "cpu.current", "gt": 80},
+             "tool": "chaos__echo", "args": {"alert": "${cpu.current}"}}
+        ],
+        "outputs": ["names", "hot"]
+    });
+    let result = proxy
+        .client
+        .call_tool(call("execute_plan", plan.clone()))
+        .await?;
+    let structured = result.structured_content.clone().unwrap_or_default();
+    assert_eq!(structured["status"], "succeeded", "{structured:#}");
+    assert_eq!(
+        structured["outputs"]["names"],
+        json!(["Oslo", "Lima", "Pune"])
+    );
+    assert_eq!(structured["steps"]["hot"]["status"], "skipped");
+    assert_eq!(structured["steps"]["hot"]["reason"], "condition false");
+    assert_eq!(
+        structured["steps"]["weather"]["items"],
+        json!({"total": 3, "succeeded": 3})
+    );
+
+    let mut lazy = plan.clone();
+    lazy["mode"] = json!("lazy");
+    let result = proxy.client.call_tool(call("execute_plan", lazy)).await?;
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let planned = result.structured_content.clone().unwrap_or_default();
+    assert_eq!(planned["status"], "planned", "{planned:#}");
+    assert!(text(&result).starts_with("Nothing ran (lazy plan)"));
+    let runs_before = structured["run_id"].clone();
+    assert!(planned.get("run_id").is_none(), "a lazy plan makes no run");
+    assert!(!runs_before.is_null());
+
+    let file = proxy.dir.path().join("plan.json");
+    std::fs::write(&file, plan.to_string())?;
+    let out = Command::new(common::bin())
+        .args(["validate", "--json", "--config"])
+        .arg(proxy.dir.path().join("servers.toml"))
+        .arg(&file)
+        .output()?;
+    let validated: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(validated["schedule"], planned["schedule"]);
+    assert_eq!(
+        planned["schedule"]["steps"]["hot"]["when"],
+        "cpu.current gt 80"
+    );
+    assert_eq!(
+        planned["schedule"]["steps"]["weather"]["foreach"],
+        "input.cities, 2 at a time"
+    );
+    Ok(())
+}

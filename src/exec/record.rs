@@ -388,7 +388,7 @@ pub fn result_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "status": {"type": "string", "enum": ["succeeded", "partial", "failed", "needs_approval"]},
+            "status": {"type": "string", "enum": ["succeeded", "partial", "failed", "needs_approval", "planned"]},
             "outputs": {"type": "object", "description": "The value of each step asked for."},
             "steps": {
                 "type": "object",
@@ -436,11 +436,24 @@ pub fn result_schema() -> Value {
                     }}
                 },
                 "required": ["token", "expires_in_s", "steps"]
+            },
+            "schedule": {
+                "type": "object",
+                "description": "A lazy plan: its levels, critical path and steps; nothing ran."
+            },
+            "needs_approval": {
+                "type": "array",
+                "description": "A lazy plan: the steps that would need the user's approval.",
+                "items": {"type": "object"}
             }
         },
         "required": ["status"],
         "if": {"properties": {"status": {"const": "needs_approval"}}},
         "then": {"required": ["approval"]},
-        "else": {"required": ["outputs", "steps", "stats", "run_id"]}
+        "else": {
+            "if": {"properties": {"status": {"const": "planned"}}},
+            "then": {"required": ["schedule", "needs_approval"]},
+            "else": {"required": ["outputs", "steps", "stats", "run_id"]}
+        }
     })
 }

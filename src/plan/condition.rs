@@ -328,6 +328,31 @@ impl<R> Condition<R> {
     }
 }
 
+impl std::fmt::Display for Condition<Ref> {
+    /// The condition in one line, its references as written: `cpu.current gt 80`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |parts: &[Condition<Ref>]| {
+            parts
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Condition::Constant(b) => write!(f, "{b}"),
+            Condition::Truthy(r) => write!(f, "{r}"),
+            Condition::Compare {
+                subject,
+                op,
+                operand,
+            } => write!(f, "{subject} {} {operand}", op.name()),
+            Condition::All(parts) => write!(f, "all({})", list(parts)),
+            Condition::Any(parts) => write!(f, "any({})", list(parts)),
+            Condition::Not(inner) => write!(f, "not({inner})"),
+        }
+    }
+}
+
 impl Condition<Ref> {
     /// Decides the condition, reading each reference with `read` (a missing value is
     /// `null`). An error says why two values cannot be compared.

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::model::{StepId, Strategy};
-use super::validated::{DependencyKind, ValidatedPlan};
+use serde_json::{Map, Value, json};
+
+use super::validated::{DependencyKind, StepKind, ValidatedPlan};
 
 /// The shape of a plan's run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +114,49 @@ impl Schedule {
         )
     }
 
+    /// The schedule as data: what a lazy plan answers and `planmux validate --json`
+    /// prints.
+    pub fn to_json(&self, plan: &ValidatedPlan) -> Value {
+        let ids = |list: &[StepId]| -> Vec<Value> {
+            list.iter()
+                .map(|id| Value::String(id.to_string()))
+                .collect()
+        };
+        let levels: Vec<Value> = self.levels().iter().map(|l| Value::Array(ids(l))).collect();
+        let mut steps = Map::new();
+        for step in plan.steps() {
+            let mut entry = Map::new();
+            match step.kind {
+                StepKind::Call => {
+                    entry.insert("tool".into(), json!(step.exported));
+                    entry.insert("tier".into(), json!(step.tier));
+                }
+                StepKind::Value => {
+                    entry.insert("value".into(), json!(true));
+                }
+            }
+            entry.insert(
+                "waits_for".into(),
+                Value::Array(ids(&self.waits_for(&step.id))),
+            );
+            if let Some(when) = &step.when {
+                entry.insert("when".into(), json!(when.to_string()));
+            }
+            if let Some(foreach) = &step.foreach {
+                entry.insert("foreach".into(), json!(foreach.describe()));
+            }
+            steps.insert(step.id.to_string(), Value::Object(entry));
+        }
+        json!({
+            "strategy": plan.strategy().as_str(),
+            "on_error": plan.on_error().as_str(),
+            "levels": levels,
+            "critical_path": ids(&self.critical_path()),
+            "steps": steps,
+            "outputs": ids(&plan.outputs()),
+        })
+    }
+
     /// A plain-text rendering for `planmux validate`.
     pub fn render_text(&self, plan: &ValidatedPlan) -> String {
         let mut out = String::new();
@@ -136,15 +181,16 @@ impl Schedule {
         let tool_width = plan
             .steps()
             .iter()
-            .map(|s| s.exported.len())
+            .map(|s| s.shown_tool().len())
             .max()
             .unwrap_or(0);
         for (l, group) in levels.iter().enumerate() {
             let _ = writeln!(out, "level {l}:");
             for id in group {
                 let Some(step) = plan.step(id) else { continue };
-                let _ = write!(out, "  {:width$}  {}", id.as_str(), step.exported);
-                let pad = tool_width - step.exported.len();
+                let tool = step.shown_tool();
+                let _ = write!(out, "  {:width$}  {tool}", id.as_str());
+                let pad = tool_width.saturating_sub(tool.len());
                 let waits: Vec<String> = step
                     .depends_on
                     .iter()
@@ -155,6 +201,12 @@ impl Schedule {
                     .collect();
                 if !waits.is_empty() {
                     let _ = write!(out, "{:pad$}  waits for {}", "", waits.join(", "));
+                }
+                if let Some(when) = &step.when {
+                    let _ = write!(out, "  when {when}");
+                }
+                if let Some(foreach) = &step.foreach {
+                    let _ = write!(out, "  foreach {}", foreach.describe());
                 }
                 out.push('\n');
             }
@@ -194,7 +246,7 @@ pub fn mermaid(plan: &ValidatedPlan) -> String {
             "    {}[\"{}<br/>{}\"]",
             node(step.index),
             label(step.id.as_str()),
-            label(&step.exported)
+            label(step.shown_tool())
         );
     }
     for step in plan.steps() {
@@ -239,7 +291,7 @@ pub fn dot(plan: &ValidatedPlan) -> String {
             "    \"{}\" [label=\"{}\\n{}\"{bold}];",
             label(step.id.as_str()),
             label(step.id.as_str()),
-            label(&step.exported)
+            label(step.shown_tool())
         );
     }
     for step in plan.steps() {

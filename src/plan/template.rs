@@ -45,6 +45,24 @@ pub struct Ref {
     pub query: Option<JsonQuery>,
 }
 
+impl std::fmt::Display for Ref {
+    /// What the reference reads, canonically: `cpu.current`, `input.cities`, `item.name`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = refs::format_path(&self.path);
+        match &self.source {
+            RefSource::Output(id) => write!(f, "{id}{path}")?,
+            RefSource::Error(id) => write!(f, "{id}{path} (its error)")?,
+            RefSource::Input => write!(f, "input{path}")?,
+            RefSource::Item => write!(f, "item{path}")?,
+            RefSource::Index => write!(f, "index{path}")?,
+        }
+        match &self.query {
+            Some(query) => write!(f, " | {}", query.as_str()),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Ref {
     /// `raw` bound to what validation found it reads.
     pub fn bind(raw: &RawRef, source: RefSource) -> Self {

@@ -134,7 +134,32 @@ pub struct PlannedStep {
     pub foreach: Option<Foreach>,
 }
 
+impl Foreach {
+    /// What the loop goes over, in one line: the reference as written, or how many
+    /// items the plan lists.
+    pub fn describe(&self) -> String {
+        let concurrency = self
+            .concurrency
+            .map(|n| format!(", {n} at a time"))
+            .unwrap_or_default();
+        let items = match &self.items {
+            Template::Ref(r) => r.to_string(),
+            Template::Literal(Value::Array(items)) => format!("{} items", items.len()),
+            _ => "items".into(),
+        };
+        format!("{items}{concurrency}")
+    }
+}
+
 impl PlannedStep {
+    /// The tool as a schedule shows it: the exported name, or `(value)` for a value step.
+    pub fn shown_tool(&self) -> &str {
+        match self.kind {
+            StepKind::Call => &self.exported,
+            StepKind::Value => "(value)",
+        }
+    }
+
     /// Resolves the arguments: `lookup` returns what a step's output or caught error
     /// holds, `inputs` are the plan's. See [`ValidatedPlan::resolve_args`].
     pub fn resolve<'a>(

@@ -38,6 +38,16 @@ impl Upstream {
             Ok(checked) => checked,
             Err(why) => return unchecked(why),
         };
+        if checked.plan.lazy() {
+            // Seed 004's lazy mode: the blueprint, checked; nothing runs, nobody is asked.
+            let mut answer = CallToolResult::structured(checked.planned());
+            answer.content = vec![ContentBlock::text(format!(
+                "Nothing ran (lazy plan). Send it again without \"mode\": \"lazy\" / \"dry_run\" to run it.\n{}",
+                checked.planned_text()
+            ))];
+            answer.is_error = Some(false);
+            return answer.into();
+        }
         let approval = match checked.approval {
             None => None,
             Some(asked) => {
