@@ -57,8 +57,14 @@ fn main() -> anyhow::Result<()> {
     let mut surface = Vec::new();
     for servers in &sizes {
         let catalog = catalog(servers);
-        let full = count(&tokens, &listed(&catalog, &shape, Confirm::Write, false));
-        let compact = count(&tokens, &listed(&catalog, &shape, Confirm::Write, true));
+        let full = count(
+            &tokens,
+            &listed(&catalog, &shape, Confirm::Write, false, Vec::new()),
+        );
+        let compact = count(
+            &tokens,
+            &listed(&catalog, &shape, Confirm::Write, true, Vec::new()),
+        );
         let tools = catalog.entries().len();
         println!("| {} | {tools} | {full} | {compact} |", servers.len());
         surface.push(

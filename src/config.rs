@@ -11,6 +11,7 @@ use globset::GlobSet;
 use toml::Table;
 
 use parse::{Cx, unknown};
+pub use pipelines::{PipelineConfig, called_tools};
 
 use crate::demo::DemoKind;
 
@@ -207,6 +208,8 @@ pub struct Config {
     pub servers: Vec<ServerConfig>,
     /// `servers.lock` beside the config file (`None` for the built-in config).
     pub lock_path: Option<PathBuf>,
+    /// Saved plans listed as tools, in file order.
+    pub pipelines: Vec<PipelineConfig>,
 }
 
 impl Config {
@@ -262,7 +265,7 @@ impl Config {
                 message: e.to_string().trim().to_string(),
             })?;
         let cx = Cx { file, base, env };
-        const SECTIONS: &[&str] = &["proxy", "policy", "servers"];
+        const SECTIONS: &[&str] = &["proxy", "policy", "servers", "pipelines"];
         for key in table.keys() {
             if !SECTIONS.contains(&key.as_str()) {
                 return Err(cx.key_error("top level", key, unknown(key, SECTIONS)));
@@ -285,12 +288,21 @@ impl Config {
                 servers.push(cx.server(name, &section, server, &proxy)?);
             }
         }
+        let mut pipelines = Vec::new();
+        if let Some(value) = table.get("pipelines") {
+            for (name, pipeline) in cx.table(value, "[pipelines]", "pipelines")? {
+                let pipeline = cx.table(pipeline, "[pipelines]", name)?;
+                pipelines.push(cx.pipeline(name, pipeline)?);
+            }
+            cx.pipeline_cycles(&pipelines)?;
+        }
         Ok(Config {
             source: file.into(),
             proxy,
             policy,
             servers,
             lock_path: None,
+            pipelines,
         })
     }
 
@@ -308,5 +320,6 @@ pub fn is_name_char(c: char) -> bool {
 pub use parse::expand_vars;
 
 mod parse;
+mod pipelines;
 #[cfg(test)]
 mod tests;

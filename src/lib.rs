@@ -11,6 +11,7 @@ pub mod downstream;
 pub mod exec;
 mod fnv;
 pub mod lock;
+pub mod pipelines;
 pub mod plan;
 pub mod policy;
 pub mod runner;

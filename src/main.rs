@@ -297,12 +297,33 @@ async fn check(config: Config) -> Result<i32> {
             println!("  {clash}");
         }
     }
+    let runner = PlanRunner::new(downstreams.clone(), &config);
+    let pipelines = runner.pipelines();
+    if !pipelines.is_empty() {
+        println!("\npipelines:");
+    }
+    for state in &pipelines {
+        match &state.ready {
+            Ok(ready) => println!(
+                "  {}  ok  {} steps, tier {}",
+                state.name, ready.steps, ready.spec.tier
+            ),
+            Err(why) => println!(
+                "  {}  CANNOT RUN  {}",
+                state.name,
+                why.replace('\n', "\n    ")
+            ),
+        }
+    }
+    let broken = pipelines.iter().any(|p| p.ready.is_err());
     downstreams.shutdown().await;
-    Ok(if failed > 0 || !held.is_empty() || !clashes.is_empty() {
-        1
-    } else {
-        0
-    })
+    Ok(
+        if failed > 0 || !held.is_empty() || !clashes.is_empty() || broken {
+            1
+        } else {
+            0
+        },
+    )
 }
 
 async fn lock(config: Config) -> Result<i32> {

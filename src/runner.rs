@@ -11,16 +11,17 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ReadResourceRequestParams};
-
 use crate::approval::{Request, Tokens};
-use crate::config::Config;
+use crate::config::{Config, PipelineConfig};
 use crate::downstream::{DownstreamError, Downstreams};
-use crate::exec::{InvokeError, Invoker, Observer, RunRecord, RunStore, Settings, run};
-use crate::plan::{
-    IssueKind, Limits, PlanIssue, PlannedStep, RESOURCE_TOOL, ValidatedPlan, prepare, schedule,
-};
-use crate::policy::{Approval, Approver, Confirm, Route};
+use crate::exec::{Observer, RunRecord, RunStore, Settings, run};
+use crate::pipelines::{PipelineState, Pipelines};
+use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, schedule};
+use crate::policy::{Approval, Approver, Confirm};
+
+mod calls;
+
+pub use calls::{Nesting, PlanCalls};
 
 /// Why a plan could not be checked. Nothing ran.
 pub enum Unchecked {
@@ -90,9 +91,8 @@ impl Checked {
 /// Runs plans against the downstreams.
 pub struct PlanRunner {
     downstreams: Arc<Downstreams>,
-    settings: Settings,
-    limits: Limits,
-    max_output_chars: usize,
+    /// The limits plans run under, and the pipelines they may call.
+    nesting: Arc<Nesting>,
     /// The last runs' records.
     pub runs: RunStore,
     /// Approvals asked for and not yet given.
@@ -102,14 +102,18 @@ pub struct PlanRunner {
 impl PlanRunner {
     /// A runner with the limits of `config`.
     pub fn new(downstreams: Arc<Downstreams>, config: &Config) -> Self {
-        Self {
-            downstreams,
+        let nesting = Nesting {
+            pipelines: Pipelines::new(&config.pipelines),
             settings: Settings::from_config(config),
             limits: Limits {
                 max_plan_steps: config.proxy.max_plan_steps,
                 max_foreach_items: config.proxy.max_foreach_items,
             },
             max_output_chars: config.proxy.max_output_chars,
+        };
+        Self {
+            downstreams,
+            nesting: Arc::new(nesting),
             runs: RunStore::default(),
             tokens: Tokens::default(),
         }
@@ -118,12 +122,26 @@ impl PlanRunner {
     /// Parses and validates `execute_plan`'s arguments against the current catalog.
     pub fn validate(&self, arguments: &Value) -> Result<ValidatedPlan, Vec<PlanIssue>> {
         let catalog = self.downstreams.catalog();
-        prepare(arguments, catalog.tool_specs(), &self.limits)
+        let specs = self.nesting.specs(catalog.tool_specs());
+        prepare(arguments, &specs, &self.nesting.limits)
+    }
+
+    /// Every pipeline, checked against the current catalog.
+    pub fn pipelines(&self) -> Vec<PipelineState> {
+        let catalog = self.downstreams.catalog();
+        self.nesting
+            .pipelines
+            .check(catalog.tool_specs(), &self.nesting.limits)
+    }
+
+    /// The pipeline called `name`, as configured.
+    pub fn pipeline(&self, name: &str) -> Option<&PipelineConfig> {
+        self.nesting.pipelines.get(name)
     }
 
     /// The time limit of a whole plan (also of asking the host to approve one).
     pub fn plan_timeout(&self) -> std::time::Duration {
-        self.settings.plan_timeout
+        self.nesting.settings.plan_timeout
     }
 
     /// The tiers plans need approval for (`[policy] confirm`).
@@ -144,16 +162,16 @@ impl PlanRunner {
         // Validation needs the whole catalog: wait for the servers' first start.
         self.downstreams.started().await;
         let catalog = self.downstreams.catalog();
-        let limits = self.limits.clone();
+        let nesting = self.nesting.clone();
         let confirm = self.confirm();
         let checking = tokio::task::spawn_blocking(move || {
-            let plan =
-                prepare(&arguments, catalog.tool_specs(), &limits).map_err(Unchecked::Invalid)?;
+            let specs = nesting.specs(catalog.tool_specs());
+            let plan = prepare(&arguments, &specs, &nesting.limits).map_err(Unchecked::Invalid)?;
             let approval =
                 Request::for_plan(&plan, &arguments, confirm).map_err(Unchecked::Unshowable)?;
             Ok(Checked { plan, approval })
         });
-        let limit = self.settings.plan_timeout;
+        let limit = self.nesting.settings.plan_timeout;
         let checked = tokio::select! {
             checked = tokio::time::timeout(limit, checking) => checked,
             () = cancel.cancelled() => return Err(Unchecked::Unfinished("the plan was cancelled while it was being validated".into())),
@@ -214,21 +232,26 @@ impl PlanRunner {
         observer: &dyn Observer,
         cancel: CancellationToken,
     ) -> Arc<RunRecord> {
-        let calls = Arc::new(PlanCalls::new(self.downstreams.clone(), approval));
-        let record = Arc::new(run(plan, calls, &self.settings, observer, cancel).await);
+        let calls = Arc::new(PlanCalls::nested(
+            self.downstreams.clone(),
+            approval,
+            self.nesting.clone(),
+        ));
+        let settings = &self.nesting.settings;
+        let record = Arc::new(run(plan, calls, settings, observer, cancel).await);
         self.runs.insert(record.clone());
         record
     }
 
     /// The lean result of a run, as the model sees it.
     pub fn result(&self, record: &RunRecord) -> Value {
-        record.result(self.max_output_chars)
+        record.result(self.nesting.max_output_chars)
     }
 
     /// The lean result and its text rendering, built on a blocking thread: cutting large
     /// outputs down to size is work in proportion to them.
     pub async fn answer(&self, record: Arc<RunRecord>) -> (Value, String) {
-        let max = self.max_output_chars;
+        let max = self.nesting.max_output_chars;
         let built = tokio::task::spawn_blocking(move || {
             let result = record.result(max);
             let text = record.render_text(&result);
@@ -238,130 +261,5 @@ impl PlanRunner {
             let text = format!("building the plan's result failed: {broke}");
             (serde_json::json!({"status": "failed", "error": text}), text)
         })
-    }
-}
-
-impl PlanCalls {
-    /// A resource step: the checkpoint (as a read), then `resources/read`, answered as a
-    /// tool result would be: the text (parsed when it is JSON), or the contents.
-    async fn read(
-        &self,
-        route: &Route,
-        args: Value,
-        cancel: &CancellationToken,
-    ) -> Result<Value, InvokeError> {
-        let Some(uri) = args.get("uri").and_then(Value::as_str) else {
-            return Err(InvokeError::Rejected(format!(
-                "a resource step needs a URI string, got {}",
-                crate::plan::describe_value(args.get("uri").unwrap_or(&Value::Null))
-            )));
-        };
-        self.downstreams
-            .authorize_read(uri, route)
-            .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
-        let params = ReadResourceRequestParams::new(uri);
-        let read = self.downstreams.read_resource(params, cancel).await;
-        let contents = match read {
-            Ok(result) => result.contents,
-            Err(DownstreamError::Cancelled { .. }) => return Err(InvokeError::Cancelled),
-            Err(e @ DownstreamError::Timeout { .. }) => {
-                return Err(InvokeError::Timeout(e.to_string()));
-            }
-            Err(
-                e @ (DownstreamError::StartFailed { .. }
-                | DownstreamError::Down { .. }
-                | DownstreamError::Exited { .. }),
-            ) => return Err(InvokeError::Unavailable(e.to_string())),
-            Err(e) => return Err(InvokeError::Rejected(e.to_string())),
-        };
-        let contents = serde_json::to_value(&contents).unwrap_or_default();
-        Ok(match contents.as_array().map(Vec::as_slice) {
-            Some([one]) if one.get("text").is_some_and(Value::is_string) => {
-                serde_json::json!({"content": [{"type": "text", "text": one["text"]}]})
-            }
-            _ => serde_json::json!({"content": [], "structuredContent": contents}),
-        })
-    }
-}
-
-/// How one run's steps call their tools: through the downstreams, by exported name, each
-/// call past the checkpoint with the run's approval.
-pub struct PlanCalls {
-    downstreams: Arc<Downstreams>,
-    approval: Option<Arc<Approval>>,
-}
-
-impl PlanCalls {
-    /// Calls through `downstreams` for a run the user approved with `approval` (if any).
-    pub fn new(downstreams: Arc<Downstreams>, approval: Option<Arc<Approval>>) -> Self {
-        Self {
-            downstreams,
-            approval,
-        }
-    }
-}
-
-impl Invoker for PlanCalls {
-    async fn invoke(
-        &self,
-        run: &str,
-        step: &PlannedStep,
-        args: Value,
-        cancel: CancellationToken,
-    ) -> Result<Value, InvokeError> {
-        let route = Route::Plan {
-            run: run.to_owned(),
-            step: step.id.to_string(),
-            approval: self.approval.clone(),
-        };
-        if step.exported == RESOURCE_TOOL {
-            return self.read(&route, args, &cancel).await;
-        }
-        let proof = self
-            .downstreams
-            .authorize(&step.exported, &route)
-            .await
-            .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
-        let mut params = CallToolRequestParams::new(step.exported.clone());
-        params.arguments = match args {
-            Value::Object(map) => Some(map),
-            Value::Null => None,
-            other => {
-                return Err(InvokeError::Rejected(format!(
-                    "arguments must be an object, got {}",
-                    crate::plan::describe_value(&other)
-                )));
-            }
-        };
-        match self
-            .downstreams
-            .call_tool(params, &proof, None, &cancel)
-            .await
-        {
-            Ok(CallToolResponse::Complete(result)) => {
-                serde_json::to_value(result).map_err(|e| InvokeError::Rejected(e.to_string()))
-            }
-            Ok(_) => Err(InvokeError::Rejected(format!(
-                "{} asked for more input, which a plan cannot give; call it directly",
-                step.exported
-            ))),
-            Err(DownstreamError::Cancelled { .. }) => Err(InvokeError::Cancelled),
-            Err(e @ DownstreamError::Timeout { .. }) => Err(InvokeError::Timeout(e.to_string())),
-            Err(
-                e @ (DownstreamError::StartFailed { .. }
-                | DownstreamError::NeverStarted { .. }
-                | DownstreamError::Down { .. }
-                | DownstreamError::Exited { .. }),
-            ) => Err(InvokeError::Unavailable(e.to_string())),
-            Err(
-                e @ (DownstreamError::UnknownTool { .. }
-                | DownstreamError::UnknownPrompt { .. }
-                | DownstreamError::UnknownResource { .. }
-                | DownstreamError::Rpc { .. }
-                | DownstreamError::Protocol { .. }
-                | DownstreamError::Closed { .. }
-                | DownstreamError::Unauthorized { .. }),
-            ) => Err(InvokeError::Rejected(e.to_string())),
-        }
     }
 }

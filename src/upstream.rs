@@ -60,6 +60,18 @@ pub struct Upstream {
 }
 
 impl Upstream {
+    /// The tools of the pipelines that can run now, less those `[policy] deny` names.
+    fn pipeline_tools(&self) -> Vec<Tool> {
+        let policy = self.downstreams.policy();
+        self.runner
+            .pipelines()
+            .into_iter()
+            .filter_map(|state| state.ready.ok())
+            .filter(|ready| !policy.denies(&ready.spec.exported))
+            .map(|ready| ready.tool)
+            .collect()
+    }
+
     /// A server over started downstreams; `host` is the link the downstreams relay to.
     pub fn new(
         downstreams: Arc<Downstreams>,
@@ -326,7 +338,14 @@ impl ServerHandler for Upstream {
         self.settle(&context).await;
         let compact = self.decide(&context);
         let catalog = self.downstreams.catalog();
-        let tools = surface::listed(&catalog, &self.shape, self.runner.confirm(), compact);
+        let pipelines = self.pipeline_tools();
+        let tools = surface::listed(
+            &catalog,
+            &self.shape,
+            self.runner.confirm(),
+            compact,
+            pipelines,
+        );
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -347,6 +366,9 @@ impl ServerHandler for Upstream {
         }
         if name == APPROVE_PLAN_TOOL && self.runner.confirm() != Confirm::None {
             return Some(surface::approve_plan_tool());
+        }
+        if self.runner.pipeline(name).is_some() {
+            return self.pipeline_tools().into_iter().find(|t| t.name == name);
         }
         self.downstreams
             .catalog()
@@ -526,6 +548,9 @@ impl ServerHandler for Upstream {
             let catalog = self.downstreams.catalog();
             let instructions = self.downstreams.instructions();
             return Ok(search_tools(&catalog, &instructions, request.arguments.as_ref()).into());
+        }
+        if self.runner.pipeline(&request.name).is_some() {
+            return self.call_pipeline(request, &context).await;
         }
         let progress = context.meta.get_progress_token().map(|token| ProgressSink {
             peer: context.peer.clone(),

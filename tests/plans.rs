@@ -345,3 +345,125 @@ async fn conditions_loops_values_and_lazy_plans_through_a_client() -> R {
     );
     Ok(())
 }
+
+/// examples/pipelines.toml with its plan paths made absolute, less the servers named in
+/// `without`.
+fn pipelines_config(without: &[&str]) -> anyhow::Result<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let text = std::fs::read_to_string(root.join("pipelines.toml"))?;
+    let mut text = text.replace(
+        "plan = \"pipelines/",
+        &format!("plan = \"{}/pipelines/", root.display()),
+    );
+    for server in without {
+        text = text.replace(&format!("[servers.{server}]\nbuiltin = \"{server}\"\n"), "");
+    }
+    Ok(text)
+}
+
+/// Pipelines are listed as tools with their schema and tier, run as plans (nested too),
+/// and one whose tool is gone says which.
+#[tokio::test]
+async fn pipelines_are_tools_that_run_their_plans() -> R {
+    let proxy = start(&pipelines_config(&[])?).await?;
+    let tools = proxy.client.list_all_tools().await?;
+    let city = tools
+        .iter()
+        .find(|t| t.name == "city_weather")
+        .ok_or_else(|| anyhow::anyhow!("city_weather is not listed"))?;
+    assert_eq!(city.input_schema["required"], json!(["cities"]));
+    assert_eq!(
+        city.annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+    let result = proxy
+        .client
+        .call_tool(call("city_weather", json!({"cities": ["Oslo", "Lima"]})))
+        .await?;
+    let structured = result.structured_content.clone().unwrap_or_default();
+    assert_eq!(structured["status"], "succeeded", "{structured:#}");
+    let lines = structured["outputs"]["lines"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].as_str().is_some_and(|l| l.starts_with("Oslo: ")));
+
+    // morning_report calls city_weather as a step.
+    let result = proxy
+        .client
+        .call_tool(call("morning_report", json!({})))
+        .await?;
+    let structured = result.structured_content.clone().unwrap_or_default();
+    assert_eq!(structured["status"], "succeeded", "{structured:#}");
+    let report = &structured["outputs"]["report"];
+    assert_eq!(report["cpu"], "72.5%");
+    assert_eq!(
+        report["weather"].as_array().map(Vec::len),
+        Some(3),
+        "{report:#}"
+    );
+    // And a plan may call a pipeline like any tool.
+    let result = proxy
+        .client
+        .call_tool(call(
+            "execute_plan",
+            json!({"steps": [{"id": "w", "tool": "city_weather", "args": {"cities": ["Rome"]}}],
+                   "outputs": {"line": "$ref:w.outputs.lines[0]"}}),
+        ))
+        .await?;
+    let structured = result.structured_content.clone().unwrap_or_default();
+    assert!(
+        structured["outputs"]["line"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("Rome: ")),
+        "{structured:#}"
+    );
+
+    // Without the metrics server, morning_report cannot run, and says why.
+    let proxy = start(&pipelines_config(&["metrics"])?).await?;
+    let names = proxy.tool_names().await?;
+    assert!(names.contains(&"city_weather".to_string()), "{names:?}");
+    assert!(!names.contains(&"morning_report".to_string()), "{names:?}");
+    let result = proxy
+        .client
+        .call_tool(call("morning_report", json!({})))
+        .await?;
+    assert_eq!(result.is_error, Some(true));
+    let text = text(&result);
+    assert!(
+        text.contains("pipeline 'morning_report' cannot run")
+            && text.contains("metrics__query_metric"),
+        "{text}"
+    );
+    Ok(())
+}
+
+/// A pipeline's tier is its highest step's: the default config's cpu_alert writes a file,
+/// so calling it needs the user's approval like any plan that writes.
+#[tokio::test]
+async fn a_pipeline_that_writes_needs_approval() -> R {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = std::fs::read_to_string(root.join("servers.toml"))?;
+    let proxy = start(&config).await?;
+    let result = proxy
+        .client
+        .call_tool(call("cpu_alert", json!({"threshold": 50})))
+        .await?;
+    let structured = result.structured_content.clone().unwrap_or_default();
+    assert_eq!(structured["status"], "needs_approval", "{structured:#}");
+    assert_eq!(structured["approval"]["steps"][0]["id"], "alert");
+    assert!(!proxy.dir.path().join("sandbox/alerts/cpu.txt").exists());
+    let approval = &structured["approval"];
+    let result = proxy
+        .client
+        .call_tool(call(
+            "approve_plan",
+            json!({"token": approval["token"], "steps": approval["steps"], "inputs": approval["inputs"]}),
+        ))
+        .await?;
+    let structured = result.structured_content.clone().unwrap_or_default();
+    assert_eq!(structured["status"], "succeeded", "{structured:#}");
+    assert!(proxy.dir.path().join("sandbox/alerts/cpu.txt").is_file());
+    Ok(())
+}

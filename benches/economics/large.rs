@@ -87,8 +87,8 @@ pub fn measure(
             })
             .sum()
     };
-    let full_tokens = definitions(listed(&catalog, &shape, Confirm::None, false));
-    let compact_tokens = definitions(listed(&catalog, &shape, Confirm::None, true));
+    let full_tokens = definitions(listed(&catalog, &shape, Confirm::None, false, Vec::new()));
+    let compact_tokens = definitions(listed(&catalog, &shape, Confirm::None, true, Vec::new()));
     let mut large = Large {
         tools: catalog.entries().len(),
         full_tokens,

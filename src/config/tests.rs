@@ -260,3 +260,67 @@ fn the_example_npm_config_is_valid() -> Result<(), ConfigError> {
     assert!(!config.servers[0].keeps("move_file"));
     Ok(())
 }
+
+#[test]
+fn pipelines_are_read_parsed_and_checked_for_cycles() {
+    let step = |tool: &str| format!("[[pipelines.{tool}.plan.steps]]\ntool = \"x\"\n");
+    let calls =
+        |name: &str, other: &str| format!("[[pipelines.{name}.plan.steps]]\ntool = \"{other}\"\n");
+    let cases: Vec<(String, &str)> = vec![
+        (
+            "[pipelines.a]\nplan = 3".into(),
+            "servers.toml: [pipelines.a]: key 'plan': expected a plan file (a string) or an inline plan (a table), found integer",
+        ),
+        (
+            "[pipelines.a]\ndescription = \"x\"".into(),
+            "servers.toml: [pipelines.a]: key 'plan': is missing: give the plan file",
+        ),
+        (
+            "[pipelines.a]\nplan = \"nope.json\"".into(),
+            "servers.toml: [pipelines.a]: key 'plan': cannot read /cfg/nope.json: No such file or directory (os error 2)",
+        ),
+        (
+            "[pipelines.\"a b\"]\nplan = {}".into(),
+            "servers.toml: [pipelines]: key 'a b': a pipeline name uses only A-Z a-z 0-9 _ -: it is the name of a tool",
+        ),
+        (
+            step("execute_plan"),
+            "servers.toml: [pipelines]: key 'execute_plan': 'execute_plan' is one of planmux's own tools; choose another name",
+        ),
+        (
+            "[pipelines.a]\nplans = 1".into(),
+            "servers.toml: [pipelines.a]: key 'plans': unknown key (did you mean 'plan'?)",
+        ),
+        (
+            "[pipelines.a]\nplan = { steps = \"no\" }".into(),
+            "servers.toml: [pipelines.a]: key 'plan': the plan in inline does not parse:\nsteps: expected an array of steps, found a string (\"no\")",
+        ),
+        (
+            calls("a", "a"),
+            "servers.toml: [pipelines.a]: the pipeline calls itself",
+        ),
+        (
+            format!("{}{}{}", calls("a", "b"), calls("b", "c"), calls("c", "a")),
+            "servers.toml: [pipelines]: pipelines call each other in a cycle: a → b → c → a",
+        ),
+    ];
+    for (text, expected) in cases {
+        match parse(&text) {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(e) => assert_eq!(e.to_string(), expected, "{text}"),
+        }
+    }
+    let config = parse(&format!(
+        "{}{}[pipelines.b.input_schema]\ntype = \"object\"\n",
+        calls("a", "b"),
+        step("b")
+    ))
+    .expect("valid");
+    let names: Vec<&str> = config.pipelines.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(
+        config.pipelines[1].input_schema,
+        Some(serde_json::json!({"type": "object"}))
+    );
+    assert_eq!(config.pipelines[0].source, "inline");
+}

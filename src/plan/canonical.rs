@@ -105,7 +105,7 @@ impl Condition<RawRef> {
                         Map::from_iter([("$ref".to_owned(), Value::String(body.to_owned()))])
                     }
                 };
-                map.insert(op.name().into(), operand.clone());
+                map.insert(op.name().into(), operand.to_canonical());
                 Value::Object(map)
             }
             Condition::All(parts) => {

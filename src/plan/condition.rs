@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 
 use super::names::closest;
 use super::refs::RawRef;
-use super::template::{Ref, Template};
+use super::resolve::{ResolveWarning, read};
+use super::template::{Ref, RefSource, Template};
 
 /// The comparison operators, as written.
 pub const OPERATORS: [&str; 10] = [
@@ -37,8 +38,8 @@ pub enum Condition<R = Ref> {
         subject: R,
         /// How.
         op: Op,
-        /// Against what (a literal).
-        operand: Value,
+        /// Against what: a literal, or references (`"gt": "$ref:input.threshold"`).
+        operand: Template<R>,
     },
     /// Holds when every one holds (and when there are none).
     All(Vec<Condition<R>>),
@@ -209,6 +210,11 @@ fn compare(
             ));
         }
     };
+    let mut found = Vec::new();
+    let template = Template::from_value(operand, &mut found);
+    if let Some(problem) = found.into_iter().next() {
+        return fail(format!("`{}`: {}", problem.text, problem.message));
+    }
     let op = match op {
         "eq" => Op::Eq,
         "ne" => Op::Ne,
@@ -220,6 +226,9 @@ fn compare(
         "contains" => Op::Contains,
         "exists" if operand.is_boolean() => Op::Exists,
         "exists" => return fail("\"exists\" takes true or false".into()),
+        "matches" if !matches!(template, Template::Literal(_)) => {
+            return fail("\"matches\" takes a pattern written in the plan, not a reference".into());
+        }
         "matches" => match pattern(operand) {
             Ok(re) => Op::Matches(re),
             Err(message) => return fail(message),
@@ -239,7 +248,7 @@ fn compare(
     Some(Condition::Compare {
         subject,
         op,
-        operand: operand.clone(),
+        operand: template,
     })
 }
 
@@ -290,7 +299,13 @@ impl<R> Condition<R> {
     pub fn visit_refs(&self, f: &mut dyn FnMut(&R)) {
         match self {
             Condition::Constant(_) => {}
-            Condition::Truthy(r) | Condition::Compare { subject: r, .. } => f(r),
+            Condition::Truthy(r) => f(r),
+            Condition::Compare {
+                subject, operand, ..
+            } => {
+                f(subject);
+                operand.visit_refs(&mut |r, _| f(r));
+            }
             Condition::All(parts) | Condition::Any(parts) => {
                 parts.iter().for_each(|p| p.visit_refs(f));
             }
@@ -308,11 +323,15 @@ impl<R> Condition<R> {
                 subject,
                 op,
                 operand,
-            } => Condition::Compare {
-                subject: f(subject)?,
-                op: op.clone(),
-                operand: operand.clone(),
-            },
+            } => {
+                let subject = f(subject);
+                let operand = operand.map_refs(&mut |r, _| f(r));
+                Condition::Compare {
+                    subject: subject?,
+                    op: op.clone(),
+                    operand: operand?,
+                }
+            }
             Condition::All(parts) | Condition::Any(parts) => {
                 let mapped: Vec<Option<Condition<S>>> =
                     parts.iter().map(|p| p.map_refs(f)).collect();
@@ -345,7 +364,11 @@ impl std::fmt::Display for Condition<Ref> {
                 subject,
                 op,
                 operand,
-            } => write!(f, "{subject} {} {operand}", op.name()),
+            } => match operand {
+                Template::Literal(value) => write!(f, "{subject} {} {value}", op.name()),
+                Template::Ref(r) => write!(f, "{subject} {} {r}", op.name()),
+                _ => write!(f, "{subject} {} (a value with references)", op.name()),
+            },
             Condition::All(parts) => write!(f, "all({})", list(parts)),
             Condition::Any(parts) => write!(f, "any({})", list(parts)),
             Condition::Not(inner) => write!(f, "not({inner})"),
@@ -354,21 +377,30 @@ impl std::fmt::Display for Condition<Ref> {
 }
 
 impl Condition<Ref> {
-    /// Decides the condition, reading each reference with `read` (a missing value is
-    /// `null`). An error says why two values cannot be compared.
-    pub fn holds(&self, read: &mut dyn FnMut(&Ref) -> Value) -> Result<bool, String> {
+    /// Decides the condition: `lookup` returns what a source holds, and a reference that
+    /// finds nothing reads `null` (with a warning). An error says why two values cannot
+    /// be compared.
+    pub fn holds<'v>(
+        &self,
+        lookup: &dyn Fn(&RefSource) -> Option<&'v Value>,
+        warnings: &mut Vec<ResolveWarning>,
+    ) -> Result<bool, String> {
         Ok(match self {
             Condition::Constant(b) => *b,
-            Condition::Truthy(r) => truthy(&read(r)),
+            Condition::Truthy(r) => truthy(&read(r, "when", lookup, warnings)),
             Condition::Compare {
                 subject,
                 op,
                 operand,
-            } => compare_values(&read(subject), op, operand)
-                .map_err(|why| format!("`{}`: {why}", subject.text))?,
+            } => {
+                let value = read(subject, "when", lookup, warnings);
+                let operand = operand.resolve(lookup, warnings);
+                compare_values(&value, op, &operand)
+                    .map_err(|why| format!("`{}`: {why}", subject.text))?
+            }
             Condition::All(parts) => {
                 for part in parts {
-                    if !part.holds(read)? {
+                    if !part.holds(lookup, warnings)? {
                         return Ok(false);
                     }
                 }
@@ -376,13 +408,13 @@ impl Condition<Ref> {
             }
             Condition::Any(parts) => {
                 for part in parts {
-                    if part.holds(read)? {
+                    if part.holds(lookup, warnings)? {
                         return Ok(true);
                     }
                 }
                 false
             }
-            Condition::Not(inner) => !inner.holds(read)?,
+            Condition::Not(inner) => !inner.holds(lookup, warnings)?,
         })
     }
 }

@@ -5,7 +5,7 @@
 /// positions step `i` waits for. Each cycle is the shortest one through its component's
 /// earliest step, in data-flow order (each step is read by the next), starting there.
 /// Linear in the graph's size, plus a breadth-first walk per component.
-pub(crate) fn find_cycles(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
+pub fn find_cycles(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
     let mut cycles: Vec<Vec<usize>> = components(edges)
         .into_iter()
         .filter(|c| c.len() > 1)

@@ -31,6 +31,7 @@ mod tests;
 pub use condition::{Condition, OPERATORS, Op, truthy};
 pub use describe::{execute_plan_description, execute_plan_input_schema};
 pub use dialects::parse;
+pub use graph::find_cycles;
 pub use issue::{
     IssueKind, IssueList, MAX_ISSUE_CHARS, MAX_ISSUES, PlanIssue, cap_issues, describe_value,
     render_issues, sort_issues,

@@ -187,6 +187,38 @@ pub struct Plan {
     pub prompts: Vec<(String, String)>,
 }
 
+impl Plan {
+    /// The names of the inputs the plan reads (`input.NAME…`, `†input.NAME…`), in the
+    /// order first read: what a pipeline's derived input schema lists.
+    pub fn inputs_read(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        let mut note = |r: &RawRef| {
+            if let (super::refs::RawRoot::Input, Some(super::refs::PathSeg::Key(name))) =
+                (&r.root, r.path.first())
+                && !names.contains(name)
+            {
+                names.push(name.clone());
+            }
+        };
+        for step in &self.steps {
+            if let Some(when) = &step.when {
+                when.visit_refs(&mut note);
+            }
+            if let Some(items) = &step.foreach {
+                items.visit_refs(&mut |r, _| note(r));
+            }
+            step.value
+                .as_ref()
+                .unwrap_or(&step.args)
+                .visit_refs(&mut |r, _| note(r));
+        }
+        for (_, selection) in &self.selections {
+            selection.visit_refs(&mut |r, _| note(r));
+        }
+        names
+    }
+}
+
 /// One step of a parsed plan.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Step {

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use super::issue::describe_value;
-use super::resolve::{ResolveWarning, read};
-use super::template::{Ref, RefSource};
+use super::resolve::ResolveWarning;
+use super::template::RefSource;
 use super::validated::{PlannedStep, StepKind};
 
 /// The reason recorded for a step whose `when` does not hold.
@@ -45,8 +45,7 @@ impl PlannedStep {
         };
         let mut warnings = Vec::new();
         if let Some(when) = &self.when {
-            let mut read_ref = |r: &Ref| read(r, "when", &full, &mut warnings);
-            match when.holds(&mut read_ref) {
+            match when.holds(&full, &mut warnings) {
                 Ok(true) => {}
                 Ok(false) => return (Prepared::Skip(CONDITION_FALSE.into()), warnings),
                 Err(why) => {

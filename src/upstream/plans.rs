@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitResult,
@@ -20,9 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Upstream, tool_error};
 use crate::approval::{Channel, Request};
-use crate::exec::{Observer, StepRecord, StepStatus, is_error};
-use crate::plan::{ValidatedPlan, render_issues};
-use crate::policy::{Approval, Approver};
+use crate::exec::{ItemRecord, Observer, StepRecord, StepStatus, is_error};
+use crate::pipelines::{PipelineState, Pipelines};
+use crate::plan::{PlannedStep, ValidatedPlan, render_issues};
+use crate::policy::{Approval, Approver, Route};
 use crate::runner::Unchecked;
 
 impl Upstream {
@@ -62,6 +64,41 @@ impl Upstream {
             }
         };
         self.run(&checked.plan, approval, context, cancel).await
+    }
+
+    /// A pipeline called by name: its plan, with the call's arguments as inputs, checked,
+    /// approved and run exactly as `execute_plan` would run it.
+    pub(super) async fn call_pipeline(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let state = self.runner.pipelines().into_iter().find(|s| s.name == name);
+        let Some(Ok(ready)) = state.map(|s| s.ready) else {
+            let why = match self.runner.pipelines().into_iter().find(|s| s.name == name) {
+                Some(PipelineState {
+                    ready: Err(why), ..
+                }) => why,
+                _ => "it is not configured".into(),
+            };
+            return Ok(tool_error(format!("pipeline '{name}' cannot run: {why}")).into());
+        };
+        // The checkpoint for the call itself ([policy] deny); its steps meet it in turn.
+        self.downstreams
+            .policy()
+            .authorize(&name, Some(ready.spec.tier), None, &Route::Direct)
+            .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
+        let Some(pipeline) = self.runner.pipeline(&name) else {
+            return Ok(tool_error(format!("pipeline '{name}' is not configured")).into());
+        };
+        let inputs = Value::Object(request.arguments.clone().unwrap_or_default());
+        let mut as_plan = request;
+        as_plan.arguments = match Pipelines::arguments(pipeline, inputs) {
+            Value::Object(map) => Some(map),
+            _ => None,
+        };
+        Ok(self.execute_plan(as_plan, context).await)
     }
 
     /// `approve_plan`: runs the plan a token stands for, once.
@@ -393,6 +430,14 @@ impl ProgressRelay {
         Self { token, tx, task }
     }
 
+    /// Queues one notification: `finished` of `total` units of work (steps and items).
+    fn send(&self, finished: usize, total: usize, message: String) {
+        let param = ProgressNotificationParam::new(self.token.clone(), finished as f64)
+            .with_total(total as f64)
+            .with_message(message);
+        let _ = self.tx.send(param);
+    }
+
     /// Waits until every notification is sent, so none arrives after the result.
     async fn finish(self) {
         drop(self.tx);
@@ -411,9 +456,11 @@ impl Observer for ProgressRelay {
             ),
         };
         let message = format!("{} {}: {detail}", record.id, record.status.as_str());
-        let param = ProgressNotificationParam::new(self.token.clone(), finished as f64)
-            .with_total(total as f64)
-            .with_message(message);
-        let _ = self.tx.send(param);
+        self.send(finished, total, message);
+    }
+
+    fn item_finished(&self, step: &PlannedStep, item: &ItemRecord, finished: usize, total: usize) {
+        let message = format!("{} item {} {}", step.id, item.index, item.status.as_str());
+        self.send(finished, total, message);
     }
 }

@@ -212,10 +212,17 @@ impl Shape {
     }
 }
 
-/// The tools `tools/list` shows: in full, every catalog tool, then `execute_plan` and
-/// `approve_plan` (unless `confirm` is "none"); compact, only the `always_list` tools of
-/// the catalog, and `search_tools` beside planmux's own.
-pub fn listed(catalog: &Catalog, shape: &Shape, confirm: Confirm, compact: bool) -> Vec<Tool> {
+/// The tools `tools/list` shows: in full, every catalog tool, the pipelines, then
+/// `execute_plan` and `approve_plan` (unless `confirm` is "none"); compact, only the
+/// `always_list` tools of the catalog, the pipelines, and `search_tools` beside
+/// planmux's own.
+pub fn listed(
+    catalog: &Catalog,
+    shape: &Shape,
+    confirm: Confirm,
+    compact: bool,
+    pipelines: Vec<Tool>,
+) -> Vec<Tool> {
     let mut tools: Vec<Tool> = match compact {
         true => shape
             .always_listed(catalog)
@@ -223,6 +230,8 @@ pub fn listed(catalog: &Catalog, shape: &Shape, confirm: Confirm, compact: bool)
             .collect(),
         false => catalog.definitions().cloned().collect(),
     };
+    // Pipelines are few and chosen by the user: listed in every mode.
+    tools.extend(pipelines);
     tools.push(execute_plan_tool(catalog, confirm, compact));
     if compact {
         tools.push(search_tools_tool(catalog.servers().len()));
@@ -576,7 +585,7 @@ mod tests {
             tools.into_iter().map(|t| t.name.into_owned()).collect()
         };
         let shape = shape("always_list = [\"weather__get_*\"]");
-        let compact = names(listed(&catalog, &shape, Confirm::Write, true));
+        let compact = names(listed(&catalog, &shape, Confirm::Write, true, Vec::new()));
         assert_eq!(
             compact,
             [
@@ -587,12 +596,12 @@ mod tests {
                 "approve_plan",
             ]
         );
-        let compact = names(listed(&catalog, &shape, Confirm::None, true));
+        let compact = names(listed(&catalog, &shape, Confirm::None, true, Vec::new()));
         assert!(!compact.contains(&"approve_plan".to_owned()));
-        let full = names(listed(&catalog, &shape, Confirm::Write, false));
+        let full = names(listed(&catalog, &shape, Confirm::Write, false, Vec::new()));
         assert_eq!(full.len(), catalog.entries().len() + 2);
         assert!(!full.contains(&"search_tools".to_owned()));
-        for tool in listed(&catalog, &shape, Confirm::Write, true)
+        for tool in listed(&catalog, &shape, Confirm::Write, true, Vec::new())
             .iter()
             .skip(2)
         {

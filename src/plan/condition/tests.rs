@@ -16,11 +16,8 @@ fn decide(when: Value, inputs: Value) -> Result<bool, String> {
     let bound = parsed
         .and_then(|c| c.map_refs(&mut |raw| Some(Ref::bind(raw, RefSource::Input))))
         .ok_or("no condition")?;
-    bound.holds(&mut |r: &Ref| {
-        super::super::refs::select(&inputs, &r.path)
-            .cloned()
-            .unwrap_or(Value::Null)
-    })
+    let lookup = |_: &RefSource| Some(&inputs);
+    bound.holds(&lookup, &mut Vec::new())
 }
 
 fn check(when: Value, inputs: Value, expect: Result<bool, &str>) {
@@ -72,6 +69,14 @@ fn comparisons() {
     let inputs = json!({"cpu": 85.5, "text": "92", "name": "web-1", "tags": ["a", "b"],
                         "obj": {"k": 1}, "status": "ok"});
     let cases: &[(Value, Result<bool, &str>)] = &[
+        (
+            json!({"$ref": "input.cpu", "gt": "$ref:input.text"}),
+            Ok(false),
+        ),
+        (
+            json!({"$ref": "input.text", "eq": "${input.text}"}),
+            Ok(true),
+        ),
         (json!({"$ref": "input.cpu", "gt": 80}), Ok(true)),
         (json!({"$ref": "input.cpu", "gte": 85.5}), Ok(true)),
         (json!({"$ref": "input.cpu", "lt": 80}), Ok(false)),
@@ -152,6 +157,11 @@ fn problems_are_named() {
             json!({"$ref": "input.a", "matches": "("}),
             "bad \"matches\" pattern",
         ),
+        (
+            json!({"$ref": "input.a", "matches": "$ref:input.p"}),
+            "not a reference",
+        ),
+        (json!({"$ref": "input.a", "gt": "$ref:input.b["}), "parse"),
         (
             json!({"$ref": "input.a", "matches": 3}),
             "takes a regular expression",

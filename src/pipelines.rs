@@ -1,0 +1,199 @@
+//! Pipelines (seed 003): plans saved in the config and listed as tools. Calling one runs
+//! its plan with the call's arguments as the plan's `inputs`, through the same checks,
+//! approval and executor as `execute_plan`; its result is the plan's result. A plan may
+//! call a pipeline as a step (nesting; the config refuses cycles).
+//!
+//! Each pipeline is checked against the live catalog whenever it is listed or called, so
+//! a pipeline whose tool is gone says which one, instead of failing half-way.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rmcp::model::{Tool, ToolAnnotations};
+use serde_json::{Map, Value, json};
+
+use crate::config::PipelineConfig;
+use crate::exec::result_schema;
+use crate::plan::{IssueList, Limits, ToolSpec, prepare};
+use crate::policy::Tier;
+
+/// The server a pipeline's tool belongs to in plans and records. No downstream server can
+/// have this name (parentheses are not allowed in server names).
+pub const PIPELINE_SERVER: &str = "(pipeline)";
+
+/// The pipelines of a config, callees before their callers.
+#[derive(Debug, Clone, Default)]
+pub struct Pipelines {
+    list: Vec<PipelineConfig>,
+}
+
+/// A pipeline, checked against the current catalog.
+#[derive(Debug, Clone)]
+pub struct PipelineState {
+    pub name: String,
+    /// Its tool, or why it cannot run now.
+    pub ready: Result<Ready, String>,
+}
+
+/// A pipeline that can run.
+#[derive(Debug, Clone)]
+pub struct Ready {
+    /// What plans validate its steps against.
+    pub spec: ToolSpec,
+    /// Its listing.
+    pub tool: Tool,
+    /// Steps in its plan.
+    pub steps: usize,
+}
+
+impl Pipelines {
+    /// The configured pipelines, ordered so that each comes after those it calls (the
+    /// config has refused cycles).
+    pub fn new(configs: &[PipelineConfig]) -> Self {
+        let index: HashMap<&str, usize> = configs
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.as_str(), i))
+            .collect();
+        let mut order: Vec<usize> = Vec::new();
+        fn visit(
+            i: usize,
+            configs: &[PipelineConfig],
+            index: &HashMap<&str, usize>,
+            order: &mut Vec<usize>,
+            seen: &mut Vec<bool>,
+        ) {
+            if seen[i] {
+                return;
+            }
+            seen[i] = true;
+            for tool in crate::config::called_tools(&configs[i].plan) {
+                if let Some(&j) = index.get(tool.as_str()) {
+                    visit(j, configs, index, order, seen);
+                }
+            }
+            order.push(i);
+        }
+        let mut seen = vec![false; configs.len()];
+        for i in 0..configs.len() {
+            visit(i, configs, &index, &mut order, &mut seen);
+        }
+        Self {
+            list: order.into_iter().map(|i| configs[i].clone()).collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The pipeline called `name`.
+    pub fn get(&self, name: &str) -> Option<&PipelineConfig> {
+        self.list.iter().find(|p| p.name == name)
+    }
+
+    /// What running `pipeline` with `inputs` sends to the plan checks: `execute_plan`'s
+    /// arguments.
+    pub fn arguments(pipeline: &PipelineConfig, inputs: Value) -> Value {
+        json!({"plan": pipeline.plan, "inputs": inputs})
+    }
+
+    /// Every pipeline checked against the catalog's `tools` (and the pipelines it calls),
+    /// in config-independent call order.
+    pub fn check(&self, tools: &[ToolSpec], limits: &Limits) -> Vec<PipelineState> {
+        let mut specs: Vec<ToolSpec> = tools.to_vec();
+        let mut states = Vec::new();
+        for pipeline in &self.list {
+            let ready = ready(pipeline, &specs, limits);
+            if let Ok(ready) = &ready {
+                specs.push(ready.spec.clone());
+            }
+            states.push(PipelineState {
+                name: pipeline.name.clone(),
+                ready,
+            });
+        }
+        states
+    }
+}
+
+fn ready(pipeline: &PipelineConfig, specs: &[ToolSpec], limits: &Limits) -> Result<Ready, String> {
+    let name = &pipeline.name;
+    if let Some(taken) = specs.iter().find(|s| s.exported == *name) {
+        return Err(format!(
+            "its name is taken by the tool '{}' of server '{}'; rename the pipeline",
+            taken.tool, taken.server
+        ));
+    }
+    let plan =
+        prepare(&Pipelines::arguments(pipeline, json!({})), specs, limits).map_err(|issues| {
+            format!(
+                "its plan ({}) does not validate against the tools available now:\n{}",
+                pipeline.source,
+                IssueList(&issues)
+            )
+            .trim_end()
+            .to_owned()
+        })?;
+    let tier = plan
+        .steps()
+        .iter()
+        .map(|s| s.tier)
+        .max()
+        .unwrap_or(Tier::Read);
+    let input_schema = pipeline
+        .input_schema
+        .clone()
+        .unwrap_or_else(|| derived_schema(pipeline));
+    let spec = ToolSpec {
+        exported: name.clone(),
+        server: PIPELINE_SERVER.to_owned(),
+        tool: name.clone(),
+        input_schema: input_schema.clone(),
+        read_only: tier == Tier::Read,
+        idempotent: false,
+        tier,
+    };
+    let schema = match input_schema {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let tool = Tool::new(name.clone(), pipeline.description.clone(), Arc::new(schema))
+        .with_raw_output_schema(Arc::new(match result_schema() {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }))
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(tier == Tier::Read)
+                .destructive(tier == Tier::Destructive)
+                .idempotent(false)
+                .open_world(true),
+        );
+    Ok(Ready {
+        spec,
+        tool,
+        steps: plan.steps().len(),
+    })
+}
+
+/// An input schema from the plan's `input.NAME` references: each name a property of any
+/// type, all required.
+fn derived_schema(pipeline: &PipelineConfig) -> Value {
+    let names = crate::plan::parse(&pipeline.plan)
+        .map(|plan| plan.inputs_read())
+        .unwrap_or_default();
+    let properties: Map<String, Value> = names
+        .iter()
+        .map(|n| {
+            (
+                n.clone(),
+                json!({"description": format!("read by the plan as input.{n}")}),
+            )
+        })
+        .collect();
+    json!({"type": "object", "properties": properties, "required": names})
+}
+
+#[cfg(test)]
+mod tests;

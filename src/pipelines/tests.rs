@@ -1,0 +1,102 @@
+use serde_json::json;
+
+use super::*;
+
+fn spec(exported: &str, tier: Tier) -> ToolSpec {
+    let (server, tool) = exported.split_once("__").unwrap_or(("s", exported));
+    ToolSpec {
+        exported: exported.into(),
+        server: server.into(),
+        tool: tool.into(),
+        input_schema: json!({"type": "object"}),
+        read_only: tier == Tier::Read,
+        idempotent: false,
+        tier,
+    }
+}
+
+fn pipeline(name: &str, plan: Value, schema: Option<Value>) -> PipelineConfig {
+    PipelineConfig {
+        name: name.into(),
+        description: format!("{name} pipeline"),
+        plan,
+        source: "inline".into(),
+        input_schema: schema,
+    }
+}
+
+fn catalog() -> Vec<ToolSpec> {
+    vec![
+        spec("metrics__query_metric", Tier::Read),
+        spec("files__write_file", Tier::Write),
+    ]
+}
+
+#[test]
+fn pipelines_are_checked_in_call_order_with_the_tier_of_their_highest_step() {
+    let alert = pipeline(
+        "alert",
+        json!({"steps": [
+            {"id": "cpu", "tool": "metrics__query_metric", "args": {"name": "${input.metric}"}},
+            {"id": "save", "when": {"$ref": "cpu.current", "gt": "$ref:input.threshold"},
+             "tool": "files__write_file", "args": {"path": "a.txt", "content": "${cpu.current}"}}
+        ]}),
+        None,
+    );
+    // Listed first, but it calls `alert`: it is checked after it.
+    let outer = pipeline(
+        "nightly",
+        json!({"steps": [{"tool": "alert", "args": {"metric": "cpu", "threshold": 80}}]}),
+        Some(json!({"type": "object", "properties": {}})),
+    );
+    let pipelines = Pipelines::new(&[outer, alert]);
+    let states = pipelines.check(&catalog(), &Limits::default());
+    let names: Vec<&str> = states.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["alert", "nightly"]);
+    for state in &states {
+        let ready = state.ready.as_ref().expect("ready");
+        assert_eq!(ready.spec.tier, Tier::Write, "{}", state.name);
+        assert_eq!(ready.spec.server, PIPELINE_SERVER);
+    }
+    let alert = states[0].ready.as_ref().expect("alert");
+    assert_eq!(
+        serde_json::to_value(&*alert.tool.input_schema).ok(),
+        Some(
+            json!({"type": "object", "required": ["metric", "threshold"],
+            "properties": {"metric": {"description": "read by the plan as input.metric"},
+                           "threshold": {"description": "read by the plan as input.threshold"}}})
+        )
+    );
+    assert_eq!(alert.steps, 2);
+}
+
+#[test]
+fn a_pipeline_that_cannot_run_says_why() {
+    let gone = pipeline(
+        "report",
+        json!({"steps": [{"id": "q", "tool": "metrics__query_metrics", "args": {}}]}),
+        None,
+    );
+    let taken = pipeline(
+        "metrics__query_metric",
+        json!({"steps": [{"tool": "metrics__query_metric", "args": {}}]}),
+        None,
+    );
+    let uses_gone = pipeline("outer", json!({"steps": [{"tool": "report"}]}), None);
+    let states = Pipelines::new(&[gone, taken, uses_gone]).check(&catalog(), &Limits::default());
+    let why: Vec<String> = states
+        .iter()
+        .map(|s| s.ready.as_ref().err().cloned().unwrap_or_default())
+        .collect();
+    assert!(
+        why[0].contains("unknown tool \"metrics__query_metrics\""),
+        "{}",
+        why[0]
+    );
+    assert!(
+        why[1].contains("taken by the tool 'query_metric' of server 'metrics'"),
+        "{}",
+        why[1]
+    );
+    assert!(why[2].contains("\"report\""), "{}", why[2]);
+}

@@ -1,0 +1,238 @@
+//! How a run's steps reach their tools: each call past the checkpoint with the run's
+//! approval, a resource step as a read, a pipeline step as its plan.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ReadResourceRequestParams};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::Request;
+use crate::downstream::{DownstreamError, Downstreams};
+use crate::exec::{InvokeError, Invoker, RunRecord, Settings, run};
+use crate::pipelines::{PIPELINE_SERVER, Pipelines};
+use crate::plan::{Limits, PlannedStep, RESOURCE_TOOL, ToolSpec, prepare};
+use crate::policy::{Approval, Route};
+
+impl PlanCalls {
+    /// A resource step: the checkpoint (as a read), then `resources/read`, answered as a
+    /// tool result would be: the text (parsed when it is JSON), or the contents.
+    async fn read(
+        &self,
+        route: &Route,
+        args: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Value, InvokeError> {
+        let Some(uri) = args.get("uri").and_then(Value::as_str) else {
+            return Err(InvokeError::Rejected(format!(
+                "a resource step needs a URI string, got {}",
+                crate::plan::describe_value(args.get("uri").unwrap_or(&Value::Null))
+            )));
+        };
+        self.downstreams
+            .authorize_read(uri, route)
+            .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
+        let params = ReadResourceRequestParams::new(uri);
+        let read = self.downstreams.read_resource(params, cancel).await;
+        let contents = match read {
+            Ok(result) => result.contents,
+            Err(DownstreamError::Cancelled { .. }) => return Err(InvokeError::Cancelled),
+            Err(e @ DownstreamError::Timeout { .. }) => {
+                return Err(InvokeError::Timeout(e.to_string()));
+            }
+            Err(
+                e @ (DownstreamError::StartFailed { .. }
+                | DownstreamError::Down { .. }
+                | DownstreamError::Exited { .. }),
+            ) => return Err(InvokeError::Unavailable(e.to_string())),
+            Err(e) => return Err(InvokeError::Rejected(e.to_string())),
+        };
+        let contents = serde_json::to_value(&contents).unwrap_or_default();
+        Ok(match contents.as_array().map(Vec::as_slice) {
+            Some([one]) if one.get("text").is_some_and(Value::is_string) => {
+                serde_json::json!({"content": [{"type": "text", "text": one["text"]}]})
+            }
+            _ => serde_json::json!({"content": [], "structuredContent": contents}),
+        })
+    }
+}
+
+/// How one run's steps call their tools: through the downstreams, by exported name, each
+/// call past the checkpoint with the run's approval; a step that calls a pipeline runs
+/// its plan.
+pub struct PlanCalls {
+    downstreams: Arc<Downstreams>,
+    approval: Option<Arc<Approval>>,
+    nesting: Arc<Nesting>,
+}
+
+/// What steps that call a pipeline need to run its plan.
+#[derive(Debug, Default)]
+pub struct Nesting {
+    pub pipelines: Pipelines,
+    pub settings: Settings,
+    pub limits: Limits,
+    pub max_output_chars: usize,
+}
+
+impl Nesting {
+    /// The tools a plan may call: `catalog`'s, and the pipelines that can run now.
+    pub fn specs(&self, catalog: &[ToolSpec]) -> Vec<ToolSpec> {
+        let mut specs = catalog.to_vec();
+        specs.extend(
+            self.pipelines
+                .check(catalog, &self.limits)
+                .into_iter()
+                .filter_map(|state| state.ready.ok().map(|ready| ready.spec)),
+        );
+        specs
+    }
+}
+
+impl PlanCalls {
+    /// Calls through `downstreams` for a run the user approved with `approval` (if any),
+    /// without pipelines.
+    pub fn new(downstreams: Arc<Downstreams>, approval: Option<Arc<Approval>>) -> Self {
+        Self::nested(downstreams, approval, Arc::default())
+    }
+
+    /// [`Self::new`], with the pipelines and limits steps that call a pipeline run under.
+    pub fn nested(
+        downstreams: Arc<Downstreams>,
+        approval: Option<Arc<Approval>>,
+        nesting: Arc<Nesting>,
+    ) -> Self {
+        Self {
+            downstreams,
+            approval,
+            nesting,
+        }
+    }
+
+    /// A step that calls a pipeline: past the checkpoint as one step of its tier (the
+    /// user's approval of this step covers what the pipeline does), then its plan, run
+    /// with the step's arguments as inputs. Its output is the pipeline's result.
+    async fn pipeline(
+        &self,
+        step: &PlannedStep,
+        args: Value,
+        route: &Route,
+        cancel: CancellationToken,
+    ) -> Result<Value, InvokeError> {
+        let name = &step.exported;
+        let policy = self.downstreams.policy();
+        policy
+            .authorize(name, Some(step.tier), None, route)
+            .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
+        let nesting = &self.nesting;
+        let pipeline = nesting.pipelines.get(name).ok_or_else(|| {
+            InvokeError::Rejected(format!("pipeline '{name}' is no longer configured"))
+        })?;
+        let arguments = Pipelines::arguments(pipeline, args);
+        let specs = nesting.specs(self.downstreams.catalog().tool_specs());
+        let plan = prepare(&arguments, &specs, &nesting.limits).map_err(|issues| {
+            InvokeError::Rejected(format!(
+                "pipeline '{name}' cannot run:\n{}",
+                crate::plan::IssueList(&issues)
+            ))
+        })?;
+        let approval = match Request::for_plan(&plan, &arguments, policy.confirm) {
+            Ok(None) => None,
+            Ok(Some(request)) => match &self.approval {
+                Some(outer) => Some(Arc::new(request.approve(policy, outer.by()))),
+                None => {
+                    return Err(InvokeError::Rejected(format!(
+                        "pipeline '{name}' has steps that need approval, and this step was not approved"
+                    )));
+                }
+            },
+            Err(why) => return Err(InvokeError::Rejected(why)),
+        };
+        let calls = Arc::new(Self::nested(
+            self.downstreams.clone(),
+            approval,
+            nesting.clone(),
+        ));
+        // Boxed: a pipeline's plan may call a pipeline in turn.
+        let running: std::pin::Pin<Box<dyn Future<Output = RunRecord> + Send + '_>> = Box::pin(
+            run(&plan, calls, &nesting.settings, &crate::exec::Quiet, cancel),
+        );
+        let record = running.await;
+        let result = record.result(nesting.max_output_chars);
+        let text = record.render_text(&result);
+        Ok(serde_json::json!({
+            "structuredContent": result,
+            "content": [{"type": "text", "text": text}],
+            "isError": crate::exec::is_error(&record),
+        }))
+    }
+}
+
+impl Invoker for PlanCalls {
+    async fn invoke(
+        &self,
+        run: &str,
+        step: &PlannedStep,
+        args: Value,
+        cancel: CancellationToken,
+    ) -> Result<Value, InvokeError> {
+        let route = Route::Plan {
+            run: run.to_owned(),
+            step: step.id.to_string(),
+            approval: self.approval.clone(),
+        };
+        if step.exported == RESOURCE_TOOL {
+            return self.read(&route, args, &cancel).await;
+        }
+        if step.server == PIPELINE_SERVER {
+            return self.pipeline(step, args, &route, cancel).await;
+        }
+        let proof = self
+            .downstreams
+            .authorize(&step.exported, &route)
+            .await
+            .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
+        let mut params = CallToolRequestParams::new(step.exported.clone());
+        params.arguments = match args {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(InvokeError::Rejected(format!(
+                    "arguments must be an object, got {}",
+                    crate::plan::describe_value(&other)
+                )));
+            }
+        };
+        match self
+            .downstreams
+            .call_tool(params, &proof, None, &cancel)
+            .await
+        {
+            Ok(CallToolResponse::Complete(result)) => {
+                serde_json::to_value(result).map_err(|e| InvokeError::Rejected(e.to_string()))
+            }
+            Ok(_) => Err(InvokeError::Rejected(format!(
+                "{} asked for more input, which a plan cannot give; call it directly",
+                step.exported
+            ))),
+            Err(DownstreamError::Cancelled { .. }) => Err(InvokeError::Cancelled),
+            Err(e @ DownstreamError::Timeout { .. }) => Err(InvokeError::Timeout(e.to_string())),
+            Err(
+                e @ (DownstreamError::StartFailed { .. }
+                | DownstreamError::NeverStarted { .. }
+                | DownstreamError::Down { .. }
+                | DownstreamError::Exited { .. }),
+            ) => Err(InvokeError::Unavailable(e.to_string())),
+            Err(
+                e @ (DownstreamError::UnknownTool { .. }
+                | DownstreamError::UnknownPrompt { .. }
+                | DownstreamError::UnknownResource { .. }
+                | DownstreamError::Rpc { .. }
+                | DownstreamError::Protocol { .. }
+                | DownstreamError::Closed { .. }
+                | DownstreamError::Unauthorized { .. }),
+            ) => Err(InvokeError::Rejected(e.to_string())),
+        }
+    }
+}
