@@ -13,7 +13,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::foreach::{ItemOutcome, Loop};
-use super::record::{RunRecord, RunStatus, Selection, StepRecord, StepStatus, millis};
+
+mod loops;
+mod summary;
+use super::record::{RunRecord, StepRecord, StepStatus, millis};
 use super::step::{Args, Attempted, CANCEL_GRACE, Ending, Launch, Resolve, attempt};
 use super::{Invoker, Observer, Settings};
 use crate::plan::{
@@ -395,109 +398,6 @@ impl<'p> Run<'p> {
         })
     }
 
-    /// A `foreach` step's items are known: each becomes a unit ready to run.
-    fn expand(&mut self, i: usize, items: Vec<Value>, observer: &dyn Observer) {
-        let step = self.step(i);
-        if items.is_empty() {
-            let outcome = Outcome {
-                status: StepStatus::Succeeded,
-                error: None,
-                output: Some(Value::Array(Vec::new())),
-                kept: None,
-                handed_on: None,
-                attempts: 0,
-                duration_ms: Some(0.0),
-            };
-            self.conclude(i, outcome, observer);
-            return;
-        }
-        let settings_cap = step.foreach.as_ref().and_then(|f| f.concurrency);
-        let n = items.len();
-        self.total += n;
-        self.loops
-            .insert(i, Loop::new(items, settings_cap.unwrap_or(usize::MAX)));
-        self.ready.extend((0..n).map(|k| Unit {
-            step: i,
-            item: Some(k),
-        }));
-    }
-
-    /// One item of `foreach` step `i` ended.
-    fn finish_item(
-        &mut self,
-        i: usize,
-        k: usize,
-        done: Attempted,
-        cancel_reason: Option<String>,
-        observer: &dyn Observer,
-    ) {
-        // An item is never decided as a whole step is: it neither skips nor loops.
-        let (status, error, output) = self
-            .called(done.ending, cancel_reason)
-            .unwrap_or_else(|_| (StepStatus::Failed, Some("an item cannot loop".into()), None));
-        let outcome = ItemOutcome {
-            status,
-            error,
-            output,
-            attempts: done.attempts,
-            duration_ms: Some(millis(done.finished - done.started)),
-            resolved: done.resolved,
-        };
-        self.end_item(i, k, outcome, observer);
-        if status.is_failure()
-            && self.plan.on_error() == OnError::FailFast
-            && self.phase == Phase::Open
-        {
-            let reason = format!(
-                "fail_fast: item {k} of '{}' {}",
-                self.step(i).id,
-                describe(status)
-            );
-            self.stop(reason, StepStatus::Cancelled, observer);
-        }
-        self.conclude_loop_if_done(i, observer);
-    }
-
-    fn end_item(&mut self, i: usize, k: usize, outcome: ItemOutcome, observer: &dyn Observer) {
-        let Some(lp) = self.loops.get_mut(&i) else {
-            return;
-        };
-        let record = lp.end(k, outcome);
-        self.finished += 1;
-        observer.item_finished(&self.plan.steps()[i], record, self.finished, self.total);
-    }
-
-    fn conclude_loop_if_done(&mut self, i: usize, observer: &dyn Observer) {
-        if !self.loops.get(&i).is_some_and(Loop::done) {
-            return;
-        }
-        let Some(lp) = self.loops.remove(&i) else {
-            return;
-        };
-        let stopped = match &self.phase {
-            Phase::Stopped { status, .. } => Some(*status),
-            _ => None,
-        };
-        let attempts = lp.attempts;
-        let items = lp.records.iter().flatten().cloned().collect();
-        let concluded = lp.conclude(stopped);
-        let started_ms = self.records[i].as_ref().and_then(|r| r.started_ms);
-        if let Some(record) = self.records[i].as_mut() {
-            record.items = items;
-        }
-        let succeeded = concluded.status == StepStatus::Succeeded;
-        let outcome = Outcome {
-            status: concluded.status,
-            error: concluded.error,
-            output: succeeded.then(|| concluded.output.clone()),
-            kept: Some(concluded.output),
-            handed_on: Some(concluded.handed_on),
-            attempts,
-            duration_ms: started_ms.map(|start| millis(self.started.elapsed()) - start),
-        };
-        self.conclude(i, outcome, observer);
-    }
-
     /// Records how step `i` ended and applies the strategy and error policy.
     fn conclude(&mut self, i: usize, outcome: Outcome, observer: &dyn Observer) {
         let Outcome {
@@ -714,95 +614,6 @@ impl<'p> Run<'p> {
         }
         for i in looping {
             self.conclude_loop_if_done(i, observer);
-        }
-    }
-
-    fn into_record(self) -> RunRecord {
-        let plan = self.plan;
-        let records: Vec<StepRecord> = self
-            .records
-            .into_iter()
-            .enumerate()
-            .map(|(i, record)| {
-                record.unwrap_or_else(|| StepRecord {
-                    reason: Some("never became ready".into()),
-                    ..StepRecord::unstarted(&plan.steps()[i])
-                })
-            })
-            .collect();
-        let winner = self.winner.map(|i| plan.steps()[i].id.to_string());
-        let outputs: Vec<String> = match (&winner, plan.strategy(), plan.outputs_listed()) {
-            (Some(winner), Strategy::Competitive, false) => vec![winner.clone()],
-            _ => plan.outputs().iter().map(ToString::to_string).collect(),
-        };
-        let position: HashMap<&str, usize> = records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.id.as_str(), i))
-            .collect();
-        // Once a race is won, the other runners' failures do not matter.
-        let race_won = plan.strategy() == Strategy::Competitive && winner.is_some();
-        let problem = !race_won
-            && records
-                .iter()
-                .enumerate()
-                .any(|(i, r)| r.status != StepStatus::Succeeded && !self.benign[i]);
-        let asked: Vec<usize> = outputs
-            .iter()
-            .filter_map(|id| position.get(id.as_str()).copied())
-            .filter(|&i| !self.benign[i])
-            .collect();
-        let succeeded = asked
-            .iter()
-            .filter(|&&i| records[i].status == StepStatus::Succeeded)
-            .count();
-        let status = if asked.is_empty() {
-            if problem {
-                RunStatus::Failed
-            } else {
-                RunStatus::Succeeded
-            }
-        } else if succeeded == 0 {
-            RunStatus::Failed
-        } else if problem || succeeded < asked.len() {
-            RunStatus::Partial
-        } else {
-            RunStatus::Succeeded
-        };
-        let selections = plan
-            .resolve_selections(&self.outputs)
-            .into_iter()
-            .map(|(name, value, warnings)| Selection {
-                name,
-                value,
-                warnings,
-            })
-            .collect();
-        RunRecord {
-            selections,
-            run_id: self.run_id.to_string(),
-            goal: plan.goal().map(str::to_string),
-            strategy: plan.strategy().as_str().to_string(),
-            on_error: plan.on_error().as_str().to_string(),
-            status,
-            outputs,
-            winner,
-            stopped: match self.phase {
-                Phase::Stopped { reason, .. } => Some(reason),
-                _ => None,
-            },
-            warnings: plan
-                .warnings()
-                .iter()
-                .map(|w| format!("{}: {}", w.location, w.message()))
-                .collect(),
-            prompts: plan
-                .prompts()
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect(),
-            duration_ms: millis(self.started.elapsed()),
-            steps: records,
         }
     }
 }
