@@ -45,6 +45,12 @@ pub struct ApprovalStep {
     pub tool: String,
     pub tier: Tier,
     pub args: Value,
+    /// What a `foreach` step loops over: the user approves every call of it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub foreach: Option<String>,
+    /// The step's condition: it may not run at all.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub when: Option<String>,
 }
 
 /// What one plan needs approved.
@@ -86,6 +92,8 @@ impl Request {
                 tool: step.exported.clone(),
                 tier: step.tier,
                 args,
+                foreach: step.foreach.as_ref().map(|f| f.describe()),
+                when: step.when.as_ref().map(ToString::to_string),
             });
         }
         if steps.is_empty() {
@@ -113,9 +121,16 @@ impl Request {
         );
         for step in &self.steps {
             let args = serde_json::to_string(&step.args).unwrap_or_default();
+            let mut how = String::new();
+            if let Some(items) = &step.foreach {
+                let _ = write!(how, ", once per item of {}", printable(items));
+            }
+            if let Some(when) = &step.when {
+                let _ = write!(how, ", only when {}", printable(when));
+            }
             let _ = writeln!(
                 text,
-                "  - {} → {} ({}): {args}",
+                "  - {} → {} ({}){how}: {args}",
                 printable(&step.id),
                 step.tool,
                 step.tier,
@@ -464,6 +479,8 @@ mod tests {
                     tool: (*tool).into(),
                     tier: *tier,
                     args: json!({"path": "${list.files[0]}", "mode": 420.0}),
+                    foreach: None,
+                    when: None,
                 })
                 .collect(),
             inputs: None,
@@ -543,6 +560,32 @@ mod tests {
             Err(TokenError::OtherPlan)
         );
         assert_eq!(tokens.redeem_digest(&token, &asked.digest), Ok(asked));
+    }
+
+    #[test]
+    fn a_loop_and_a_condition_are_shown_with_their_step() {
+        let mut asked = request(&[("each", "fs__write", Tier::Write)]);
+        asked.steps[0].foreach = Some("list.files, 2 at a time".into());
+        asked.steps[0].when = Some("list.count\ngt 0".into());
+        let message = asked.message();
+        assert!(
+            message.contains(
+                "each → fs__write (write), once per item of list.files, 2 at a time, only when list.count gt 0: "
+            ),
+            "{message}"
+        );
+        // The model repeats them with the steps, like the arguments.
+        let tokens = Tokens::default();
+        let token = tokens
+            .issue(asked.clone(), Value::Null, Channel::Model)
+            .unwrap_or_default();
+        let mut changed = steps_of(&asked);
+        changed[0]["foreach"] = json!("other.files");
+        assert!(matches!(
+            tokens.redeem_steps(&token, &changed, None),
+            Err(TokenError::Mismatch(_))
+        ));
+        assert!(tokens.redeem_steps(&token, &steps_of(&asked), None).is_ok());
     }
 
     #[test]

@@ -430,7 +430,9 @@ pub fn result_schema() -> Value {
                         "properties": {
                             "id": {"type": "string"}, "tool": {"type": "string"},
                             "tier": {"type": "string", "enum": ["read", "write", "destructive"]},
-                            "args": {}
+                            "args": {},
+                            "foreach": {"type": "string"},
+                            "when": {"type": "string"}
                         },
                         "required": ["id", "tool", "tier", "args"]
                     }}
