@@ -41,12 +41,22 @@ where
     let host = Arc::new(HostLink::expecting_host());
     let stop = CancellationToken::new();
     let downstreams = Downstreams::new(config, host.clone());
+    let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));
     let starting = tokio::spawn({
-        let (downstreams, host) = (downstreams.clone(), host.clone());
+        let (downstreams, host, runner) = (downstreams.clone(), host.clone(), runner.clone());
         async move {
             // Servers are offered what the host supports: let it introduce itself first.
             host.arrival(HOST_ARRIVAL).await;
             downstreams.connect_all().await;
+            // Each pipeline against the catalog the servers gave.
+            for state in runner.pipelines() {
+                match state.ready {
+                    Ok(ready) => {
+                        tracing::info!(pipeline = %state.name, tier = %ready.spec.tier, steps = ready.steps, "pipeline ready");
+                    }
+                    Err(why) => tracing::warn!(pipeline = %state.name, %why, "pipeline cannot run"),
+                }
+            }
         }
     });
     // Tool definition fields rmcp's types leave out go back into tools/list.
@@ -58,7 +68,6 @@ where
         }));
     // The host hanging up is noticed even while rmcp is still draining requests.
     let eof = transport.eof();
-    let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));
     let upstream = Upstream::new(
         downstreams.clone(),
         runner,
