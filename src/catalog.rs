@@ -273,6 +273,15 @@ impl Catalog {
             .collect()
     }
 
+    /// The tools of `server` (its name, case and `-`/`_` ignored), in catalog order.
+    pub fn server_tools(&self, server: &str) -> Vec<&Entry> {
+        let folded = crate::plan::fold_name(server);
+        self.entries
+            .iter()
+            .filter(|e| crate::plan::fold_name(&e.server) == folded)
+            .collect()
+    }
+
     /// Each server with tools, in config order, with how many it has.
     pub fn servers(&self) -> Vec<(&str, usize)> {
         let mut servers: Vec<(&str, usize)> = Vec::new();

@@ -87,12 +87,8 @@ pub fn search_tools(
         None | Some(Value::Null) => None,
         Some(Value::String(server)) if server.trim().is_empty() => None,
         Some(Value::String(server)) => {
-            let known = catalog.servers();
-            let folded = crate::plan::fold_name(server);
-            if !known
-                .iter()
-                .any(|(name, _)| crate::plan::fold_name(name) == folded)
-            {
+            if catalog.server_tools(server).is_empty() {
+                let known = catalog.servers();
                 let names: Vec<&str> = known.iter().map(|(name, _)| *name).collect();
                 return tool_error(format!(
                     "no server '{server}' has tools; servers: {}",
@@ -105,15 +101,7 @@ pub fn search_tools(
     };
     let structured = match (query, server) {
         ("", None) => json!({"servers": server_index(catalog, instructions)}),
-        ("", Some(server)) => {
-            let folded = crate::plan::fold_name(server);
-            let tools: Vec<&Entry> = catalog
-                .entries()
-                .iter()
-                .filter(|e| crate::plan::fold_name(&e.server) == folded)
-                .collect();
-            found(&tools, limit)
-        }
+        ("", Some(server)) => found(&catalog.server_tools(server), limit),
         (query, server) => found(&catalog.search(query, server), limit),
     };
     // The JSON goes in the text content too, for hosts that read only that.
