@@ -292,7 +292,7 @@ impl Config {
         if let Some(value) = table.get("pipelines") {
             for (name, pipeline) in cx.table(value, "[pipelines]", "pipelines")? {
                 let pipeline = cx.table(pipeline, "[pipelines]", name)?;
-                pipelines.push(cx.pipeline(name, pipeline)?);
+                pipelines.push(cx.pipeline(name, pipeline, &proxy.separator)?);
             }
             cx.pipeline_cycles(&pipelines)?;
         }

@@ -93,9 +93,26 @@ impl Pipelines {
     }
 
     /// What running `pipeline` with `inputs` sends to the plan checks: `execute_plan`'s
-    /// arguments.
+    /// arguments. The call's arguments are the plan's inputs, over any the saved plan
+    /// sets itself (as defaults).
     pub fn arguments(pipeline: &PipelineConfig, inputs: Value) -> Value {
-        json!({"plan": pipeline.plan, "inputs": inputs})
+        match &pipeline.plan {
+            Value::Object(plan) if !plan.contains_key("plan") => {
+                let mut plan = plan.clone();
+                let saved = plan.remove("inputs").or_else(|| plan.remove("input"));
+                let mut merged = match saved {
+                    Some(Value::Object(defaults)) => defaults,
+                    _ => Map::new(),
+                };
+                if let Value::Object(given) = inputs {
+                    merged.extend(given);
+                }
+                plan.insert("inputs".into(), Value::Object(merged));
+                Value::Object(plan)
+            }
+            Value::Array(steps) => json!({"steps": steps, "inputs": inputs}),
+            other => json!({"plan": other, "inputs": inputs}),
+        }
     }
 
     /// Every pipeline checked against the catalog's `tools` (and the pipelines it calls),

@@ -60,6 +60,12 @@ pub struct Upstream {
 }
 
 impl Upstream {
+    /// Whether `name` calls a pipeline: a configured one, and no tool of the catalog (a
+    /// tool that took the name stays callable; the pipeline is reported as unable to run).
+    fn is_pipeline(&self, name: &str) -> bool {
+        self.runner.pipeline(name).is_some() && self.downstreams.catalog().get(name).is_none()
+    }
+
     /// The tools of the pipelines that can run now, less those `[policy] deny` names.
     fn pipeline_tools(&self) -> Vec<Tool> {
         let policy = self.downstreams.policy();
@@ -367,7 +373,7 @@ impl ServerHandler for Upstream {
         if name == APPROVE_PLAN_TOOL && self.runner.confirm() != Confirm::None {
             return Some(surface::approve_plan_tool());
         }
-        if self.runner.pipeline(name).is_some() {
+        if self.is_pipeline(name) {
             return self.pipeline_tools().into_iter().find(|t| t.name == name);
         }
         self.downstreams
@@ -549,7 +555,7 @@ impl ServerHandler for Upstream {
             let instructions = self.downstreams.instructions();
             return Ok(search_tools(&catalog, &instructions, request.arguments.as_ref()).into());
         }
-        if self.runner.pipeline(&request.name).is_some() {
+        if self.is_pipeline(&request.name) {
             return self.call_pipeline(request, &context).await;
         }
         let progress = context.meta.get_progress_token().map(|token| ProgressSink {

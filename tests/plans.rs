@@ -467,3 +467,37 @@ async fn a_pipeline_that_writes_needs_approval() -> R {
     assert!(proxy.dir.path().join("sandbox/alerts/cpu.txt").is_file());
     Ok(())
 }
+
+/// A tool that takes a pipeline's name stays callable, and the pipeline says it cannot
+/// run.
+#[tokio::test]
+async fn a_tool_that_takes_a_pipeline_name_stays_callable() -> R {
+    let config = format!(
+        "{}[[pipelines.echo.plan.steps]]\nvalue = 1\n",
+        demo_server("chaos", "chaos", "namespace = false")
+    );
+    let proxy = start(&config).await?;
+    let result = proxy
+        .client
+        .call_tool(call("echo", json!({"said": "hi"})))
+        .await?;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    assert!(text(&result).contains("hi"), "{}", text(&result));
+    let names = proxy.tool_names().await?;
+    assert_eq!(
+        names.iter().filter(|n| *n == "echo").count(),
+        1,
+        "{names:?}"
+    );
+    let out = Command::new(common::bin())
+        .args(["check", "--config"])
+        .arg(proxy.dir.path().join("servers.toml"))
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("echo  CANNOT RUN  its name is taken by the tool 'echo' of server 'chaos'"),
+        "{report}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    Ok(())
+}

@@ -34,8 +34,16 @@ impl Cx<'_> {
         &self,
         name: &str,
         table: &Table,
+        separator: &str,
     ) -> Result<PipelineConfig, ConfigError> {
         let section = format!("[pipelines.{name}]");
+        if name.contains(separator) {
+            return Err(self.key_error(
+                "[pipelines]",
+                name,
+                format!("a pipeline name may not contain the separator '{separator}': it would read as a server's tool"),
+            ));
+        }
         if name.is_empty() || !name.chars().all(is_name_char) {
             return Err(self.key_error(
                 "[pipelines]",
@@ -90,12 +98,21 @@ impl Cx<'_> {
             }
             None => return Err(self.key_error(&section, "plan", "is missing: give the plan file")),
         };
-        if let Err(issues) = crate::plan::parse(&plan) {
-            let message = format!(
-                "the plan in {source} does not parse:\n{}",
-                crate::plan::IssueList(&issues)
-            );
-            return Err(self.key_error(&section, "plan", message.trim_end()));
+        match crate::plan::parse(&plan) {
+            Err(issues) => {
+                let message = format!(
+                    "the plan in {source} does not parse:\n{}",
+                    crate::plan::IssueList(&issues)
+                );
+                return Err(self.key_error(&section, "plan", message.trim_end()));
+            }
+            Ok(parsed) if parsed.lazy => {
+                let message = format!(
+                    "the plan in {source} is lazy (mode lazy / dry_run), and a pipeline runs its plan: remove it"
+                );
+                return Err(self.key_error(&section, "plan", message));
+            }
+            Ok(_) => {}
         }
         let input_schema = match table.get("input_schema") {
             None => None,

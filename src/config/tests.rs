@@ -300,6 +300,14 @@ fn pipelines_are_read_parsed_and_checked_for_cycles() {
             "servers.toml: [pipelines.a]: the pipeline calls itself",
         ),
         (
+            step("fs__read"),
+            "servers.toml: [pipelines]: key 'fs__read': a pipeline name may not contain the separator '__': it would read as a server's tool",
+        ),
+        (
+            "[pipelines.a]\nplan = { mode = \"lazy\", steps = [] }".into(),
+            "servers.toml: [pipelines.a]: key 'plan': the plan in inline is lazy (mode lazy / dry_run), and a pipeline runs its plan: remove it",
+        ),
+        (
             format!("{}{}{}", calls("a", "b"), calls("b", "c"), calls("c", "a")),
             "servers.toml: [pipelines]: pipelines call each other in a cycle: a → b → c → a",
         ),

@@ -159,10 +159,16 @@ impl Loop {
                 output,
             };
         }
-        let status = match stopped {
-            Some(status) => status,
-            None if failed.iter().any(|r| r.status.is_failure()) => StepStatus::Failed,
-            None => StepStatus::Cancelled,
+        // An item that failed makes the step fail, even when its failure stopped the
+        // plan (`fail_fast`); otherwise a stop ends the step as it ends running steps.
+        let status = if failed.iter().any(|r| r.status == StepStatus::Failed) {
+            StepStatus::Failed
+        } else if let Some(status) = stopped {
+            status
+        } else if failed.iter().any(|r| r.status.is_failure()) {
+            StepStatus::Failed
+        } else {
+            StepStatus::Cancelled
         };
         let mut named: Vec<String> = failed
             .iter()

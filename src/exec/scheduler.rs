@@ -349,7 +349,7 @@ impl<'p> Run<'p> {
             record.warnings = warnings;
         }
         let duration_ms = Some(millis(done.finished - done.started));
-        let (status, error, output) = match self.called(done.ending, cancel_reason) {
+        let (status, error, output) = match self.called(done.ending, cancel_reason.clone()) {
             Ok(ended) => ended,
             Err(Ending::Skipped(reason)) => {
                 if let Some(record) = self.records[i].as_mut() {
@@ -360,6 +360,16 @@ impl<'p> Run<'p> {
                 self.ended(i, observer);
                 self.release_dependents(i, StepStatus::Skipped, observer);
                 return;
+            }
+            // Told to stop before its items could start (a stop, a won race): it ends
+            // as a running step would.
+            Err(Ending::Expand(_)) if cancel_reason.is_some() || self.phase != Phase::Open => {
+                let reason = match (&cancel_reason, &self.phase) {
+                    (Some(why), _) => why.clone(),
+                    (None, Phase::Stopped { reason, .. }) => reason.clone(),
+                    _ => "cancelled".into(),
+                };
+                (self.stopped_status(), Some(reason), None)
             }
             Err(Ending::Expand(items)) => {
                 self.expand(i, items, observer);

@@ -128,6 +128,10 @@ pub(super) async fn attempt<I: Invoker>(
             }
         }
     };
+    // Told to stop while it was being decided: nothing more to do.
+    if cancel.is_cancelled() {
+        return ended(Ending::Cancelled, 0, resolved);
+    }
     let args = match prepared {
         Prepared::Call(args) => args,
         Prepared::Skip(reason) => return ended(Ending::Skipped(reason), 0, resolved),

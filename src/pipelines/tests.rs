@@ -100,3 +100,19 @@ fn a_pipeline_that_cannot_run_says_why() {
     );
     assert!(why[2].contains("\"report\""), "{}", why[2]);
 }
+
+#[test]
+fn the_call_s_arguments_are_the_plan_s_inputs_over_its_saved_defaults() {
+    let saved = pipeline(
+        "p",
+        json!({"inputs": {"days": 7, "city": "Oslo"}, "steps": [{"tool": "x"}]}),
+        None,
+    );
+    let arguments = Pipelines::arguments(&saved, json!({"city": "Lima"}));
+    assert_eq!(arguments["inputs"], json!({"days": 7, "city": "Lima"}));
+    let bare = pipeline("q", json!([{"_tool": "x"}]), None);
+    assert_eq!(
+        Pipelines::arguments(&bare, json!({"a": 1})),
+        json!({"steps": [{"_tool": "x"}], "inputs": {"a": 1}})
+    );
+}

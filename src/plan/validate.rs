@@ -354,18 +354,23 @@ impl<'p> Validator<'p> {
                 let place = Some("the items are read before there is a current one");
                 self.bind(i, raw, &format!("{at}{below}"), slots, place)
             })?;
+            let written = match &bound {
+                Template::Literal(Value::Array(items)) => Some(items.len()),
+                Template::Array(items) => Some(items.len()),
+                _ => None,
+            };
             match &bound {
-                Template::Literal(Value::Array(items))
-                    if items.len() > limits.max_foreach_items =>
-                {
+                _ if written.is_some_and(|n| n > limits.max_foreach_items) => {
                     let kind = IssueKind::TooManyItems {
-                        count: items.len(),
+                        count: written.unwrap_or_default(),
                         max: limits.max_foreach_items,
                     };
                     self.issue(at, kind);
                     None
                 }
-                Template::Literal(Value::Array(_)) | Template::Ref(_) => Some(bound),
+                Template::Literal(Value::Array(_)) | Template::Array(_) | Template::Ref(_) => {
+                    Some(bound)
+                }
                 Template::Literal(other) => {
                     let found = super::describe_value(other);
                     self.issue(at, IssueKind::ForeachNotArray { found });

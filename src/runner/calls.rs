@@ -68,12 +68,24 @@ pub struct PlanCalls {
 }
 
 /// What steps that call a pipeline need to run its plan.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Nesting {
     pub pipelines: Pipelines,
     pub settings: Settings,
     pub limits: Limits,
     pub max_output_chars: usize,
+}
+
+impl Default for Nesting {
+    /// No pipelines, and the default limits.
+    fn default() -> Self {
+        Self {
+            pipelines: Pipelines::default(),
+            settings: Settings::default(),
+            limits: Limits::default(),
+            max_output_chars: crate::config::DEFAULT_MAX_OUTPUT_CHARS,
+        }
+    }
 }
 
 impl Nesting {
@@ -137,13 +149,21 @@ impl PlanCalls {
                 crate::plan::IssueList(&issues)
             ))
         })?;
+        // What the pipeline's steps need approved is covered by the user's yes to this
+        // very step, and only when the pipeline is no more dangerous than it was then.
+        let highest = plan.steps().iter().map(|s| s.tier).max();
         let approval = match Request::for_plan(&plan, &arguments, policy.confirm) {
             Ok(None) => None,
             Ok(Some(request)) => match &self.approval {
-                Some(outer) => Some(Arc::new(request.approve(policy, outer.by()))),
-                None => {
+                Some(outer)
+                    if outer.covers(step.id.as_str(), name)
+                        && highest.is_none_or(|tier| tier <= step.tier) =>
+                {
+                    Some(Arc::new(request.approve(policy, outer.by())))
+                }
+                _ => {
                     return Err(InvokeError::Rejected(format!(
-                        "pipeline '{name}' has steps that need approval, and this step was not approved"
+                        "pipeline '{name}' has steps that need approval, and this step was not approved for them                          (the pipeline may have changed since); send the plan again"
                     )));
                 }
             },
@@ -234,5 +254,161 @@ impl Invoker for PlanCalls {
                 | DownstreamError::Unauthorized { .. }),
             ) => Err(InvokeError::Rejected(e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::approval::{ApprovalStep, digest};
+    use crate::config::Config;
+    use crate::pipelines::PIPELINE_SERVER;
+    use crate::policy::{Approver, Tier};
+
+    /// The demo servers, and a pipeline `save` that writes a file (so its steps need
+    /// approval under the default `confirm = "write"`).
+    async fn setup() -> (Arc<Downstreams>, Arc<Nesting>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let text = r#"
+[servers.files]
+builtin = "files"
+cwd = "sandbox"
+
+[[pipelines.save.plan.steps]]
+id = "write"
+tool = "files__write_file"
+args = { path = "note.txt", content = "${input.text}" }
+"#;
+        let config = Config::parse(text, "test", dir.path(), &|_| None).expect("config");
+        let downstreams = Downstreams::start(&config, Arc::default()).await;
+        let nesting = Nesting {
+            pipelines: Pipelines::new(&config.pipelines),
+            ..Nesting::default()
+        };
+        (downstreams, Arc::new(nesting), dir)
+    }
+
+    fn step(id: &str, tier: Tier) -> PlannedStep {
+        let plan = prepare(
+            &json!({"steps": [{"id": id, "tool": "save", "args": {"text": "hi"}}]}),
+            &[ToolSpec {
+                exported: "save".into(),
+                server: PIPELINE_SERVER.into(),
+                tool: "save".into(),
+                input_schema: json!({"type": "object"}),
+                read_only: false,
+                idempotent: false,
+                tier,
+            }],
+            &Limits::default(),
+        )
+        .expect("plan");
+        plan.steps()[0].clone()
+    }
+
+    fn approval(downstreams: &Downstreams, steps: &[(&str, &str, Tier)]) -> Arc<Approval> {
+        let request = Request {
+            goal: None,
+            steps: steps
+                .iter()
+                .map(|(id, tool, tier)| ApprovalStep {
+                    id: (*id).into(),
+                    tool: (*tool).into(),
+                    tier: *tier,
+                    args: json!({}),
+                    foreach: None,
+                    when: None,
+                })
+                .collect(),
+            inputs: None,
+            digest: digest(&json!({})),
+        };
+        Arc::new(request.approve(downstreams.policy(), Approver::Flag))
+    }
+
+    fn call(
+        downstreams: &Arc<Downstreams>,
+        nesting: &Arc<Nesting>,
+        approval: Option<Arc<Approval>>,
+    ) -> PlanCalls {
+        PlanCalls::nested(downstreams.clone(), approval, nesting.clone())
+    }
+
+    #[tokio::test]
+    async fn a_pipeline_step_runs_its_plan_only_under_the_approval_of_that_step() {
+        let (downstreams, nesting, dir) = setup().await;
+        let written = dir.path().join("sandbox/note.txt");
+        let run = "r1";
+        let args = || json!({"text": "hi"});
+        // Approved as itself, at its tier: it runs, and its inner write is approved.
+        let approved = approval(&downstreams, &[("p", "save", Tier::Destructive)]);
+        let calls = call(&downstreams, &nesting, Some(approved));
+        let result = calls
+            .invoke(
+                run,
+                &step("p", Tier::Destructive),
+                args(),
+                CancellationToken::new(),
+            )
+            .await;
+        let result = result.expect("ran");
+        assert_eq!(
+            result["structuredContent"]["status"], "succeeded",
+            "{result:#}"
+        );
+        assert!(written.is_file());
+        std::fs::remove_file(&written).expect("removed");
+
+        // The run's approval names another step: the pipeline's writes are not covered.
+        let other = approval(
+            &downstreams,
+            &[("q", "files__write_file", Tier::Destructive)],
+        );
+        let calls = call(&downstreams, &nesting, Some(other));
+        let refused = calls
+            .invoke(
+                run,
+                &step("p", Tier::Read),
+                args(),
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(
+            matches!(&refused, Err(InvokeError::Rejected(why)) if why.contains("not approved")),
+            "{refused:?}"
+        );
+        // Approved when it was only a write, and now it destroys: refused too.
+        let weaker = approval(&downstreams, &[("p", "save", Tier::Write)]);
+        let calls = call(&downstreams, &nesting, Some(weaker));
+        let refused = calls
+            .invoke(
+                run,
+                &step("p", Tier::Write),
+                args(),
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(InvokeError::Rejected(_))),
+            "{refused:?}"
+        );
+        // No approval at all: the checkpoint refuses the step itself.
+        let calls = call(&downstreams, &nesting, None);
+        let refused = calls
+            .invoke(
+                run,
+                &step("p", Tier::Destructive),
+                args(),
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(InvokeError::Rejected(_))),
+            "{refused:?}"
+        );
+        assert!(!written.exists(), "nothing was written without approval");
+        downstreams.shutdown().await;
     }
 }

@@ -203,7 +203,7 @@ async fn fail_fast_stops_a_loop_at_its_first_failed_item() {
     let (record, _, took) = exec(&p, &settings()).await;
     assert_eq!(took, ms(10), "the item still running is cancelled at once");
     let each = record.step("each").expect("each");
-    assert_eq!(each.status, StepStatus::Cancelled);
+    assert_eq!(each.status, StepStatus::Failed, "its own item failed");
     let items: Vec<&str> = each.items.iter().map(|i| i.status.as_str()).collect();
     // Item 1 failed at 10 ms and item 0 was cancelled; items 2 and 3 never started.
     assert_eq!(items, ["cancelled", "failed", "skipped", "skipped"]);
@@ -225,6 +225,15 @@ async fn foreach_items_are_checked_when_they_are_known() {
             json!({"steps": [
                 {"id": "a", "tool": "t__sleep", "args": {"list": []}},
                 {"id": "b", "foreach": "$ref:a.list", "tool": "t__sleep", "args": {}},
+                {"id": "c", "tool": "t__sleep", "args": {"b": "$ref:b"}}
+            ]}),
+            "a=succeeded b=succeeded c=succeeded",
+            "",
+        ),
+        (
+            json!({"steps": [
+                {"id": "a", "tool": "t__sleep", "args": {"x": 1, "y": 2}},
+                {"id": "b", "foreach": ["$ref:a.x", "$ref:a.y", 3], "value": "$ref:item"},
                 {"id": "c", "tool": "t__sleep", "args": {"b": "$ref:b"}}
             ]}),
             "a=succeeded b=succeeded c=succeeded",
@@ -321,4 +330,39 @@ async fn the_plan_time_limit_ends_a_running_loop_as_timed_out() {
     assert_eq!(each.status, StepStatus::TimedOut);
     let items: Vec<&str> = each.items.iter().map(|i| i.status.as_str()).collect();
     assert_eq!(items, ["succeeded", "succeeded", "timed_out", "skipped"]);
+}
+
+/// A loop stopped before its items could start still ends, once, with a reason.
+#[tokio::test(start_paused = true)]
+async fn a_loop_stopped_before_its_items_start_ends_with_a_reason() {
+    let cases: &[(Value, &str)] = &[
+        // The value step wins the race before the loop's items start.
+        (
+            json!({"strategy": "competitive", "steps": [
+                {"id": "v", "value": 1},
+                {"id": "each", "foreach": [10, 20], "tool": "t__sleep", "args": {"ms": "$ref:item"}}
+            ]}),
+            "lost the race to 'v'",
+        ),
+        // The first loop fails at once (its items are no array) while the second waits.
+        (
+            json!({"on_error": "fail_fast", "steps": [
+                {"id": "bad", "foreach": "$ref:input.x", "tool": "t__sleep", "args": {}},
+                {"id": "each", "foreach": [10, 20], "tool": "t__sleep", "args": {"ms": "$ref:item"}}
+            ], "inputs": {"x": {"not": "an array"}}}),
+            "fail_fast: 'bad' failed",
+        ),
+    ];
+    for (plan_json, reason) in cases {
+        let p = plan(plan_json.clone());
+        let (record, _, _) = exec(&p, &settings()).await;
+        let each = record.step("each").expect("each");
+        assert_ne!(each.status, StepStatus::Succeeded, "{plan_json}");
+        let why = each
+            .error
+            .clone()
+            .or(each.reason.clone())
+            .unwrap_or_default();
+        assert_eq!(why, *reason, "{plan_json}: {each:?}");
+    }
 }
