@@ -269,7 +269,8 @@ impl RunRecord {
             if let Some(r) = &step.reason {
                 entry.insert("reason".into(), json!(clip(r, MAX_MESSAGE_CHARS)));
             }
-            if step.attempts > 1 {
+            // Calls beyond one per item (or one for the step): retries happened.
+            if step.attempts as usize > step.items.len().max(1) {
                 entry.insert("attempts".into(), json!(step.attempts));
             }
             if !step.warnings.is_empty() {
