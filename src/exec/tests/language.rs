@@ -148,6 +148,10 @@ async fn foreach_calls_once_per_item_bounded_by_its_concurrency() {
         result["steps"]["ping"]["items"],
         json!({"total": 5, "succeeded": 5})
     );
+    assert!(
+        result["steps"]["ping"].get("attempts").is_none(),
+        "one call per item is no retry"
+    );
 }
 
 #[tokio::test(start_paused = true)]
