@@ -9,12 +9,45 @@ use clap::{Parser, Subcommand};
 use planmux::config::Config;
 use planmux::demo::DemoKind;
 use planmux::downstream::Downstreams;
-use planmux::exec::{Observer, RunRecord, RunStatus, StepRecord};
+use planmux::exec::{Observer, RunRecord, RunStatus, StepRecord, StepStatus};
 use planmux::plan::{PlanIssue, PlannedStep, dot, mermaid, render_issues};
 use planmux::policy::Approver;
 use planmux::runner::{PlanRunner, Unchecked};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+/// A line on stdout. Unlike `println!`, it does not panic when the reader has gone
+/// (`planmux tools | head -1`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// Text on stdout, without a newline; see [`out!`].
+macro_rules! out_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// A line on stderr, which may be closed too (`2>&1 >/dev/null | head -1`).
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Text on stderr, without a newline; see [`err!`].
+macro_rules! err_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 /// planmux: one MCP server in front of many, with whole-plan execution.
 #[derive(Parser)]
@@ -38,7 +71,8 @@ enum Command {
     /// default) asks on the terminal first.
     ///
     /// Exit codes: 0 succeeded, 2 partial, 3 failed, 4 invalid plan, 5 needs approval
-    /// (declined, or no terminal to ask on and no --yes), 1 other errors.
+    /// (declined, or no terminal to ask on and no --yes), 64 a usage error, 1 other
+    /// errors.
     Run {
         /// The plan: a JSON file, or - to read stdin.
         plan: String,
@@ -93,7 +127,7 @@ fn main() {
         Ok(code) => code,
         Err(error) => {
             // The error chain in one line; no backtrace, whatever RUST_BACKTRACE says.
-            eprintln!("planmux: {error:#}");
+            err!("planmux: {error:#}");
             1
         }
     };
@@ -102,7 +136,15 @@ fn main() {
 
 /// Everything `main` does; its error is reported on one line.
 fn start() -> Result<i32> {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` are answers; anything else is a usage error, with
+        // its own exit code (2 is a partial run's).
+        Err(error) => {
+            let _ = error.print();
+            return Ok(if error.use_stderr() { EXIT_USAGE } else { 0 });
+        }
+    };
     let serving = matches!(
         cli.command,
         None | Some(Command::Serve | Command::Demo { .. })
@@ -131,6 +173,9 @@ async fn run(cli: Cli) -> Result<i32> {
     }
     let config = Config::locate(cli.config.as_deref())?;
     tracing::info!(config = %config.source, servers = config.enabled_servers().count(), "configuration loaded");
+    if config.enabled_servers().next().is_none() {
+        tracing::warn!(config = %config.source, "no server is enabled: planmux has no tools to offer; add [servers.NAME] sections (see `planmux import`)");
+    }
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(config).await.map(|()| 0),
         Command::Run {
@@ -200,12 +245,12 @@ async fn tools(config: Config) -> Result<i32> {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!("{:<width$}  {:<11}  DESCRIPTION", "TOOL", "TIER");
+    out!("{:<width$}  {:<11}  DESCRIPTION", "TOOL", "TIER");
     for entry in catalog.entries() {
         let description = entry.definition.description.as_deref().unwrap_or("");
         let first_line = description.lines().next().unwrap_or("");
         let short: String = first_line.chars().take(80).collect();
-        println!(
+        out!(
             "{:<width$}  {:<11}  {short}",
             entry.exported.as_str(),
             entry.tier.as_str()
@@ -221,13 +266,13 @@ async fn tools(config: Config) -> Result<i32> {
         })
         .collect();
     let servers = downstreams.servers().len();
-    println!(
+    out!(
         "{} tools from {} of {servers} servers",
         catalog.entries().len(),
         servers - failed.len()
     );
     for line in &failed {
-        eprintln!("planmux: {line}");
+        err!("planmux: {line}");
     }
     downstreams.shutdown().await;
     // Like `check`: a catalog missing a server's tools is not a success.
@@ -239,38 +284,50 @@ async fn check(config: Config) -> Result<i32> {
     let downstreams = Downstreams::start(&config, Arc::default()).await;
     let ready_after = started.elapsed();
     let statuses = downstreams.statuses();
-    let width = statuses
+    // Disabled servers are listed too: the column fits their names as well.
+    let width = config
+        .servers
         .iter()
         .map(|s| s.name.len())
         .max()
         .unwrap_or(6)
         .max(6);
-    println!(
+    out!(
         "{:<width$}  {:<6}  {:>5}  {:>9}  ERROR",
-        "SERVER", "STATUS", "TOOLS", "START(ms)"
+        "SERVER",
+        "STATUS",
+        "TOOLS",
+        "START(ms)"
     );
     for s in &statuses {
         let startup = s.startup.map_or_else(
             || "-".to_string(),
             |d| format!("{:.1}", d.as_secs_f64() * 1000.0),
         );
-        let status = if s.ready { "ok" } else { "FAILED" };
-        println!(
-            "{:<width$}  {status:<6}  {:>5}  {startup:>9}  {}",
+        let status = if s.ready {
+            paint(&format!("{:<6}", "ok"), GREEN, Stream::Out)
+        } else {
+            paint(&format!("{:<6}", "FAILED"), RED, Stream::Out)
+        };
+        out!(
+            "{:<width$}  {status}  {:>5}  {startup:>9}  {}",
             s.name,
             s.tools,
             s.error.as_deref().unwrap_or("")
         );
     }
     for server in config.servers.iter().filter(|s| !s.enabled) {
-        println!(
+        out!(
             "{:<width$}  {:<6}  {:>5}  {:>9}",
-            server.name, "off", "-", "-"
+            server.name,
+            "off",
+            "-",
+            "-"
         );
     }
     let failed = statuses.iter().filter(|s| !s.ready).count();
     let catalog = downstreams.catalog();
-    println!(
+    out!(
         "catalog ready in {:.1} ms: {} tools, {} of {} servers failed",
         ready_after.as_secs_f64() * 1000.0,
         catalog.entries().len(),
@@ -279,11 +336,11 @@ async fn check(config: Config) -> Result<i32> {
     );
     let held = catalog.quarantined();
     if !held.is_empty() {
-        println!(
+        out!(
             "\nquarantined by servers.lock (not listed, not callable; `planmux lock` accepts them):"
         );
         for q in held {
-            println!("  {}  {}", q.exported, q.change);
+            out!("  {}  {}", q.exported, q.change);
         }
     }
     let clashes: Vec<&String> = catalog
@@ -292,25 +349,29 @@ async fn check(config: Config) -> Result<i32> {
         .chain(catalog.resources().clashes())
         .collect();
     if !clashes.is_empty() {
-        println!("\nname clashes (one of each left out):");
+        out!("\nname clashes (one of each left out):");
         for clash in &clashes {
-            println!("  {clash}");
+            out!("  {clash}");
         }
     }
     let runner = PlanRunner::new(downstreams.clone(), &config);
     let pipelines = runner.pipelines();
     if !pipelines.is_empty() {
-        println!("\npipelines:");
+        out!("\npipelines:");
     }
     for state in &pipelines {
         match &state.ready {
-            Ok(ready) => println!(
-                "  {}  ok  {} steps, tier {}",
-                state.name, ready.steps, ready.spec.tier
-            ),
-            Err(why) => println!(
-                "  {}  CANNOT RUN  {}",
+            Ok(ready) => out!(
+                "  {}  {}  {}, tier {}",
                 state.name,
+                paint("ok", GREEN, Stream::Out),
+                planmux::text::count(ready.steps, "step"),
+                ready.spec.tier
+            ),
+            Err(why) => out!(
+                "  {}  {}  {}",
+                state.name,
+                paint("CANNOT RUN", RED, Stream::Out),
                 why.replace('\n', "\n    ")
             ),
         }
@@ -356,7 +417,7 @@ async fn lock(config: Config) -> Result<i32> {
     lock.save(&path)
         .with_context(|| format!("cannot write {}", path.display()))?;
     let count: usize = tools.iter().map(|(_, t)| t.len()).sum();
-    println!(
+    out!(
         "locked {count} tools of {} servers in {}",
         tools.len(),
         path.display()
@@ -369,6 +430,8 @@ const EXIT_PARTIAL: i32 = 2;
 const EXIT_FAILED: i32 = 3;
 const EXIT_INVALID: i32 = 4;
 const EXIT_NEEDS_APPROVAL: i32 = 5;
+/// A command line clap cannot parse (sysexits' EX_USAGE).
+const EXIT_USAGE: i32 = 64;
 
 /// The plan text from a file, or stdin for `-`.
 fn read_plan(source: &str) -> Result<Value> {
@@ -382,12 +445,12 @@ fn read_plan(source: &str) -> Result<Value> {
 }
 
 fn print_issues(issues: &[PlanIssue]) {
-    eprintln!("{}", render_issues(issues));
+    err!("{}", render_issues(issues));
     let issues: Vec<Value> = issues
         .iter()
         .map(|i| json!({"location": i.location, "message": i.message(), "hint": i.hint()}))
         .collect();
-    println!("{}", json!({"status": "invalid", "issues": issues}));
+    out!("{}", json!({"status": "invalid", "issues": issues}));
 }
 
 /// How `planmux validate` shows a valid plan.
@@ -415,10 +478,10 @@ async fn validate(config: Config, source: &str, picture: Picture) -> Result<i32>
         }
     };
     match picture {
-        Picture::Mermaid => print!("{}", mermaid(&checked.plan)),
-        Picture::Dot => print!("{}", dot(&checked.plan)),
-        Picture::Json => println!("{}", checked.planned()),
-        Picture::Text => print!("{}", checked.planned_text()),
+        Picture::Mermaid => out_raw!("{}", mermaid(&checked.plan)),
+        Picture::Dot => out_raw!("{}", dot(&checked.plan)),
+        Picture::Json => out!("{}", checked.planned()),
+        Picture::Text => out_raw!("{}", checked.planned_text()),
     }
     Ok(0)
 }
@@ -432,7 +495,7 @@ struct Lines {
 impl Observer for Lines {
     fn step_started(&self, step: &PlannedStep) {
         if !self.quiet {
-            eprintln!(
+            err!(
                 "{:>8.1} ms  started    {}  {}",
                 self.started.elapsed().as_secs_f64() * 1e3,
                 step.id,
@@ -455,10 +518,10 @@ impl Observer for Lines {
             .duration_ms
             .map(|d| format!(" ({d} ms)"))
             .unwrap_or_default();
-        eprintln!(
-            "{:>8.1} ms  {:<10} {}{took}{detail}  [{finished}/{total}]",
+        err!(
+            "{:>8.1} ms  {} {}{took}{detail}  [{finished}/{total}]",
             self.started.elapsed().as_secs_f64() * 1e3,
-            record.status.as_str(),
+            status_word(record.status),
             record.id,
         );
     }
@@ -496,9 +559,9 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
     };
     if checked.plan.lazy() {
         downstreams.shutdown().await;
-        eprint!("{}", checked.planned_text());
-        eprintln!("nothing ran: the plan is lazy (mode lazy / dry_run)");
-        println!("{}", checked.planned());
+        err_raw!("{}", checked.planned_text());
+        err!("nothing ran: the plan is lazy (mode lazy / dry_run)");
+        out!("{}", checked.planned());
         return Ok(0);
     }
     let approval = match &checked.approval {
@@ -524,8 +587,8 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
                         ),
                         Ok(_) => "planmux: not approved; nothing ran".into(),
                     };
-                    eprintln!("{why}");
-                    println!(
+                    err!("{why}");
+                    out!(
                         "{}",
                         serde_json::to_string_pretty(
                             &json!({"status": "needs_approval", "steps": asked.steps})
@@ -553,13 +616,13 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
     };
     downstreams.shutdown().await;
     let result = runner.result(&record);
-    println!("{}", serde_json::to_string_pretty(&result)?);
+    out!("{}", serde_json::to_string_pretty(&result)?);
     if let Some(path) = output.record {
         std::fs::write(&path, serde_json::to_string_pretty(&*record)?)
             .with_context(|| format!("cannot write the record to {}", path.display()))?;
     }
     if output.timeline {
-        eprint!("{}", draw_timeline(&record));
+        err_raw!("{}", draw_timeline(&record));
     }
     Ok(match record.status {
         RunStatus::Succeeded => 0,
@@ -576,7 +639,7 @@ async fn ask_terminal(message: String) -> Result<bool> {
         anyhow::bail!("stdin is not a terminal");
     }
     let asked = tokio::task::spawn_blocking(move || -> Result<bool> {
-        eprint!("{message}\nRun it? [y/N] ");
+        err_raw!("{message}\nRun it? [y/N] ");
         let mut line = String::new();
         std::io::stdin().read_line(&mut line)?;
         Ok(matches!(
@@ -590,12 +653,12 @@ async fn ask_terminal(message: String) -> Result<bool> {
 /// A per-step timeline: one bar per step, scaled to the run's duration.
 fn draw_timeline(record: &RunRecord) -> String {
     const WIDTH: f64 = 50.0;
-    let total = record.duration_ms.max(1.0);
+    let total = record.duration_ms.max(0.001);
     let id_width = record.steps.iter().map(|s| s.id.len()).max().unwrap_or(2);
     let mut out = format!(
-        "timeline ({} ms, one column = {:.1} ms)\n",
-        total.round(),
-        total / WIDTH
+        "timeline ({} ms, one column = {} ms)\n",
+        short(total),
+        short(total / WIDTH)
     );
     for step in &record.steps {
         let (bar, took) = match (step.started_ms, step.duration_ms) {
@@ -618,4 +681,53 @@ fn draw_timeline(record: &RunRecord) -> String {
         ));
     }
     out
+}
+
+/// Milliseconds with two significant digits at most past the point: 1234, 12.3, 0.042.
+fn short(ms: f64) -> String {
+    let digits = if ms >= 100.0 {
+        0
+    } else if ms >= 1.0 {
+        1
+    } else {
+        ((-ms.log10().floor()) as usize + 1).min(6)
+    };
+    format!("{ms:.digits$}")
+}
+
+const GREEN: &str = "32";
+const RED: &str = "31";
+const YELLOW: &str = "33";
+
+/// Where a text goes: colour only what a terminal shows.
+#[derive(Clone, Copy)]
+enum Stream {
+    Out,
+    Err,
+}
+
+/// `text` in an ANSI colour when `stream` is a terminal and `NO_COLOR` is not set
+/// (no-color.org).
+fn paint(text: &str, colour: &str, stream: Stream) -> String {
+    use std::io::IsTerminal as _;
+    let terminal = match stream {
+        Stream::Out => std::io::stdout().is_terminal(),
+        Stream::Err => std::io::stderr().is_terminal(),
+    };
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    if terminal && !no_color {
+        format!("\x1b[{colour}m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// A step's status for the per-step lines on stderr, padded, coloured on a terminal.
+fn status_word(status: StepStatus) -> String {
+    let colour = match status {
+        StepStatus::Succeeded => GREEN,
+        StepStatus::Failed | StepStatus::TimedOut => RED,
+        StepStatus::Skipped | StepStatus::Cancelled => YELLOW,
+    };
+    paint(&format!("{:<10}", status.as_str()), colour, Stream::Err)
 }

@@ -9,8 +9,10 @@ use tracing_subscriber::fmt::MakeWriter;
 /// Default filter when serving: planmux at info, rmcp quiet (it logs every notification at
 /// info).
 pub const SERVE_FILTER: &str = "planmux=info,rmcp=warn";
-/// Default filter for the one-shot commands, whose own output says what happened.
-pub const COMMAND_FILTER: &str = "planmux=warn,rmcp=warn";
+/// Default filter for the one-shot commands, whose own output says what happened. rmcp
+/// only at error: it warns of every request planmux answers with an error, such as a
+/// server asking for roots when no host is there to give them.
+pub const COMMAND_FILTER: &str = "planmux=warn,rmcp=error";
 
 /// Installs the stderr subscriber with `default` unless `RUST_LOG` is set. Safe to call
 /// more than once (later calls do nothing).

@@ -57,6 +57,15 @@ pub fn redact_urls(text: &str) -> String {
     out
 }
 
+/// `n` and the noun, plural unless `n` is 1: "1 step", "3 steps".
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{clip, redact_url, redact_urls};

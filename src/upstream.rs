@@ -403,9 +403,9 @@ impl ServerHandler for Upstream {
                     format!("run {}", run.run_id),
                 )
                 .with_description(format!(
-                    "{} plan, {} steps, {} ms{goal}",
+                    "{} plan, {}, {} ms{goal}",
                     run.status.as_str(),
-                    run.steps.len(),
+                    crate::text::count(run.steps.len(), "step"),
                     run.duration_ms.round(),
                 ));
                 resource.mime_type = Some("application/json".into());

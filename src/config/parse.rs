@@ -81,6 +81,19 @@ impl Cx<'_> {
         }
     }
 
+    /// A leading `~` or `~/` is the home folder (`$HOME`), as a shell would have it:
+    /// host configs write `~/projects`, and no shell expands it for planmux.
+    pub(super) fn home(&self, path: String) -> String {
+        let home = || (self.env)("HOME").filter(|h| !h.is_empty());
+        match path.strip_prefix('~') {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => match home() {
+                Some(home) => format!("{}{rest}", home.trim_end_matches('/')),
+                None => path,
+            },
+            _ => path,
+        }
+    }
+
     pub(super) fn table<'v>(
         &self,
         value: &'v Value,
@@ -122,7 +135,10 @@ impl Cx<'_> {
                 "max_output_chars" => p.max_output_chars = self.positive(s, key, value)?,
                 "max_message_bytes" => p.wire.max_message_bytes = self.positive(s, key, value)?,
                 "max_nesting" => p.wire.max_nesting = self.positive(s, key, value)?,
-                "audit_log" => p.audit_log = Some(self.base.join(self.expanded(s, key, value)?)),
+                "audit_log" => {
+                    let path = self.home(self.expanded(s, key, value)?);
+                    p.audit_log = Some(self.base.join(path));
+                }
                 "surface" => {
                     let name = self.string(s, key, value)?;
                     p.surface = Surface::ALL
@@ -171,16 +187,20 @@ impl Cx<'_> {
         }
         let get = |key: &str| table.get(key);
         let string = |key: &str| get(key).map(|v| self.expanded(s, key, v)).transpose();
-        let command = string("command")?;
+        let command = string("command")?.map(|c| self.home(c));
         let url = string("url")?;
         let builtin = get("builtin")
             .map(|v| self.string(s, "builtin", v))
             .transpose()?;
-        let cwd = string("cwd")?.map(|dir| self.base.join(dir));
+        let cwd = string("cwd")?.map(|dir| self.base.join(self.home(dir)));
         let transport = match (command, url, builtin) {
             (Some(command), None, None) => Transport::Stdio {
                 command,
-                args: self.strings(s, "args", get("args"))?,
+                args: self
+                    .strings(s, "args", get("args"))?
+                    .into_iter()
+                    .map(|arg| self.home(arg))
+                    .collect(),
                 env: self.map(s, "env", get("env"))?,
                 env_inherit: self.globs(s, "env_inherit", get("env_inherit"))?,
                 cwd,

@@ -71,7 +71,7 @@ impl Cx<'_> {
         };
         let (plan, source) = match table.get("plan") {
             Some(Value::String(path)) => {
-                let file = self.base.join(path);
+                let file = self.base.join(self.home(path.clone()));
                 let text = std::fs::read_to_string(&file).map_err(|e| {
                     self.key_error(
                         &section,

@@ -4,6 +4,7 @@ fn env(name: &str) -> Option<String> {
     match name {
         "TOKEN" => Some("s3cret".into()),
         "HOME_DIR" => Some("/home/me".into()),
+        "HOME" => Some("/home/me/".into()),
         _ => None,
     }
 }
@@ -256,7 +257,7 @@ fn the_example_npm_config_is_valid() -> Result<(), ConfigError> {
     let text = include_str!("../../examples/servers-npm.toml");
     let home = |name: &str| (name == "HOME").then(|| "/home/me".to_string());
     let config = Config::parse(text, "servers-npm.toml", Path::new("/cfg"), &home)?;
-    assert_eq!(config.servers.len(), 4);
+    assert_eq!(config.servers.len(), 3);
     assert!(!config.servers[0].keeps("move_file"));
     Ok(())
 }
@@ -331,4 +332,25 @@ fn pipelines_are_read_parsed_and_checked_for_cycles() {
         Some(serde_json::json!({"type": "object"}))
     );
     assert_eq!(config.pipelines[0].source, "inline");
+}
+
+#[test]
+fn a_leading_tilde_is_the_home_folder_in_paths() {
+    let config = parse(
+        "[proxy]\naudit_log = \"~/audit.jsonl\"\n[servers.a]\ncommand = \"~/bin/srv\"\nargs = [\"~\", \"~/x\", \"a~/b\", \"~other/x\"]\ncwd = \"~/work\"\n",
+    )
+    .expect("valid");
+    let Transport::Stdio {
+        command, args, cwd, ..
+    } = &config.servers[0].transport
+    else {
+        panic!("stdio");
+    };
+    assert_eq!(command, "/home/me/bin/srv");
+    assert_eq!(args, &["/home/me", "/home/me/x", "a~/b", "~other/x"]);
+    assert_eq!(cwd.as_deref(), Some(Path::new("/home/me/work")));
+    assert_eq!(
+        config.proxy.audit_log.as_deref(),
+        Some(Path::new("/home/me/audit.jsonl"))
+    );
 }

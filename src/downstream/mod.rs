@@ -419,7 +419,10 @@ impl Downstreams {
             return;
         };
         if let Err(e) = server.relist().await {
-            tracing::warn!(server = %server_name, error = %e, "could not refresh tools");
+            // Shut down meanwhile: nothing to refresh, and nothing wrong.
+            if !server.is_closed() {
+                tracing::warn!(server = %server_name, error = %e, "could not refresh tools");
+            }
             return;
         }
         let changed = self.rebuild_and_notify().await;

@@ -390,6 +390,14 @@ impl Server {
 
     /// Lists everything again on the live connection (after a `list_changed` or a
     /// restart), within the server's call timeout.
+    /// Whether it was shut down for good.
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(
+            *self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            State::Closed
+        )
+    }
+
     pub(crate) async fn relist(self: &Arc<Self>) -> Result<(), String> {
         let limit = self.config.call_timeout;
         let listing = async {

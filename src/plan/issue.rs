@@ -502,10 +502,8 @@ pub fn render_issues(issues: &[PlanIssue]) -> String {
         .sum();
     let mut out = match total {
         0 => return "The plan has no problems.".into(),
-        1 => "The plan was not run: 1 problem. Fix it and call execute_plan again.\n".to_owned(),
-        n => format!(
-            "The plan was not run: {n} problems. Fix them all and call execute_plan again.\n"
-        ),
+        1 => "The plan was not run: 1 problem. Fix it and send the plan again.\n".to_owned(),
+        n => format!("The plan was not run: {n} problems. Fix them all and send the plan again.\n"),
     };
     for (i, issue) in issues.iter().enumerate() {
         if let IssueKind::MoreIssues { .. } = issue.kind {

@@ -166,9 +166,9 @@ impl Schedule {
         let levels = self.levels();
         let _ = writeln!(
             out,
-            "{} steps, {} levels, strategy {}, on_error {}",
-            self.ids.len(),
-            levels.len(),
+            "{}, {}, strategy {}, on_error {}",
+            crate::text::count(self.ids.len(), "step"),
+            crate::text::count(levels.len(), "level"),
             plan.strategy(),
             plan.on_error()
         );
@@ -215,8 +215,8 @@ impl Schedule {
         let names: Vec<&str> = path.iter().map(StepId::as_str).collect();
         let _ = writeln!(
             out,
-            "critical path ({} steps): {}",
-            path.len(),
+            "critical path ({}): {}",
+            crate::text::count(path.len(), "step"),
             names.join(" → ")
         );
         if plan.strategy() == Strategy::Competitive {
