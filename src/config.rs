@@ -12,6 +12,7 @@ use toml::Table;
 
 use parse::{Cx, unknown};
 pub use pipelines::{PipelineConfig, called_tools};
+pub use schema::config_schema;
 
 use crate::demo::DemoKind;
 
@@ -321,5 +322,6 @@ pub use parse::expand_vars;
 
 mod parse;
 mod pipelines;
+mod schema;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod downstream;
 pub mod exec;
 mod fnv;
+pub mod hosts;
 pub mod lock;
 pub mod pipelines;
 pub mod plan;

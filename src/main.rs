@@ -49,6 +49,8 @@ macro_rules! err_raw {
     }};
 }
 
+mod setup;
+
 /// planmux: one MCP server in front of many, with whole-plan execution.
 #[derive(Parser)]
 #[command(version, about)]
@@ -112,6 +114,52 @@ enum Command {
     /// tool whose definition changes (or a new tool of a locked server) is quarantined
     /// until the next `planmux lock`.
     Lock,
+    /// Turn a host's MCP servers into servers.toml (printed, or written with -o).
+    Import {
+        /// claude-desktop, claude-code, cursor, vscode, windsurf, or a JSON file with
+        /// "mcpServers" or "servers"
+        #[arg(long)]
+        from: String,
+        /// Write servers.toml here (readable only by you), and servers.schema.json beside it.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Replace the output file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Put planmux in a host's config in place of the servers --config runs (with a
+    /// backup, printing the diff).
+    Install {
+        /// claude-desktop, claude-code, cursor, vscode or windsurf
+        #[arg(long)]
+        host: String,
+        /// The host's config file (default: where the host keeps it), e.g. a project's .mcp.json.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Print the diff, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Put back the host's config as it was before `planmux install`.
+    Uninstall {
+        /// claude-desktop, claude-code, cursor, vscode or windsurf
+        #[arg(long)]
+        host: String,
+        /// The host's config file (default: where the host keeps it).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Restore the backup even if the file changed since install.
+        #[arg(long)]
+        force: bool,
+        /// Print the diff, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Print the JSON Schema of servers.toml (config) or of a plan (plan).
+    Schema {
+        /// config or plan
+        what: String,
+    },
     /// Serve one built-in demo server over stdio.
     Demo {
         /// metrics, weather, files, chaos or hostile
@@ -167,9 +215,29 @@ fn start() -> Result<i32> {
 }
 
 async fn run(cli: Cli) -> Result<i32> {
-    if let Some(Command::Demo { name, root }) = cli.command {
-        planmux::demo::serve_stdio(name, root).await?;
-        return Ok(0);
+    match &cli.command {
+        Some(Command::Demo { name, root }) => {
+            planmux::demo::serve_stdio(*name, root.clone()).await?;
+            return Ok(0);
+        }
+        Some(Command::Import {
+            from,
+            output,
+            force,
+        }) => return setup::run_import(from, output.as_deref(), *force),
+        Some(Command::Install {
+            host,
+            file,
+            dry_run,
+        }) => return setup::run_install(host, file.as_deref(), cli.config.as_deref(), *dry_run),
+        Some(Command::Uninstall {
+            host,
+            file,
+            force,
+            dry_run,
+        }) => return setup::run_uninstall(host, file.as_deref(), *force, *dry_run),
+        Some(Command::Schema { what }) => return setup::run_schema(what),
+        _ => {}
     }
     let config = Config::locate(cli.config.as_deref())?;
     tracing::info!(config = %config.source, servers = config.enabled_servers().count(), "configuration loaded");
@@ -212,7 +280,11 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Tools => tools(config).await,
         Command::Check => check(config).await,
         Command::Lock => lock(config).await,
-        Command::Demo { .. } => Ok(0),
+        Command::Demo { .. }
+        | Command::Import { .. }
+        | Command::Install { .. }
+        | Command::Uninstall { .. }
+        | Command::Schema { .. } => Ok(0),
     }
 }
 

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::policy::{Tier, TierRules};
 
-const PROXY_KEYS: &[&str] = &[
+pub(super) const PROXY_KEYS: &[&str] = &[
     "separator",
     "call_timeout_ms",
     "plan_timeout_ms",
@@ -30,8 +30,8 @@ const PROXY_KEYS: &[&str] = &[
     "always_list",
     "tool_budget",
 ];
-const POLICY_KEYS: &[&str] = &["confirm", "deny"];
-const SERVER_KEYS: &[&str] = &[
+pub(super) const POLICY_KEYS: &[&str] = &["confirm", "deny"];
+pub(super) const SERVER_KEYS: &[&str] = &[
     "command",
     "args",
     "env",

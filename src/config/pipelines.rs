@@ -9,7 +9,7 @@ use toml::{Table, Value};
 use super::parse::{Cx, unknown};
 use super::{ConfigError, is_name_char};
 
-const PIPELINE_KEYS: &[&str] = &["description", "plan", "input_schema"];
+pub(super) const PIPELINE_KEYS: &[&str] = &["description", "plan", "input_schema"];
 /// Names the host already knows as planmux's own tools.
 const RESERVED: &[&str] = &["execute_plan", "approve_plan", "search_tools"];
 

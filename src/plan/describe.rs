@@ -58,3 +58,58 @@ pub fn execute_plan_input_schema() -> Value {
         }
     })
 }
+
+/// The JSON Schema of a plan in its canonical form, with every field
+/// (`planmux schema plan`): for editors and generators. `execute_plan` advertises the
+/// short form above; both accept the same plans.
+pub fn plan_schema() -> Value {
+    let mut schema = execute_plan_input_schema();
+    let step = &mut schema["properties"]["steps"]["items"]["properties"];
+    for (key, value) in [
+        (
+            "server",
+            json!({"type": "string", "description": "a server beside a bare tool name"}),
+        ),
+        ("timeout_ms", json!({"type": "integer", "minimum": 0})),
+        (
+            "retries",
+            json!({"type": "integer", "minimum": 0, "maximum": 5}),
+        ),
+        ("retry_unsafe", json!({"type": "boolean"})),
+        (
+            "pipe_to",
+            json!({"type": "string", "description": "under chained: the argument that receives the previous output"}),
+        ),
+        (
+            "output_path",
+            json!({"type": "string", "description": "seed 004: \"†state.ok\" or \"†state.ok || †state.error\""}),
+        ),
+        ("description", json!({"type": "string"})),
+        (
+            "resource",
+            json!({"type": "string", "description": "a resource URI to read instead of calling a tool"}),
+        ),
+        (
+            "when",
+            json!({"description": "runs the step only if this holds: a reference, {\"$ref\": REF, OP: VALUE}, {\"all\"|\"any\": [...]}, {\"not\": ...}"}),
+        ),
+        (
+            "foreach",
+            json!({"description": "an array, or a reference to one: the tool is called once per item"}),
+        ),
+        ("concurrency", json!({"type": "integer", "minimum": 1})),
+        (
+            "value",
+            json!({"description": "a value step: no tool call, its output is this with references resolved"}),
+        ),
+    ] {
+        step[key] = value;
+    }
+    let plan = &mut schema["properties"];
+    plan["timeout_ms"] = json!({"type": "integer", "minimum": 0});
+    plan["mode"] = json!({"enum": ["lazy", "eager"]});
+    plan["dry_run"] = json!({"type": "boolean"});
+    schema["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+    schema["title"] = json!("planmux plan");
+    schema
+}

@@ -29,7 +29,7 @@ mod validated;
 mod tests;
 
 pub use condition::{Condition, OPERATORS, Op, truthy};
-pub use describe::{execute_plan_description, execute_plan_input_schema};
+pub use describe::{execute_plan_description, execute_plan_input_schema, plan_schema};
 pub use dialects::parse;
 pub use graph::find_cycles;
 pub use issue::{

@@ -1,0 +1,259 @@
+//! `planmux install` / `uninstall`: a host's servers handed to planmux, and given back.
+//!
+//! Install replaces, in the host's file, the servers that servers.toml now runs with one
+//! `planmux` entry (this binary by its absolute path, an absolute `--config`, and the
+//! installing shell's PATH so that `npx` and `uvx` resolve under a GUI app's). Only the
+//! servers object changes: every other byte of the file, comments included, stays. The
+//! original is kept beside it (`FILE.planmux-backup`) and the write is atomic, refused if
+//! the file changed since it was read. Uninstall puts the backup back, byte for byte,
+//! unless the file changed since install (then it says so, and `--force` restores anyway).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{Host, HostError, HostFile, sanitize};
+
+/// The name of planmux's entry in a host's servers.
+pub const ENTRY: &str = "planmux";
+
+/// What install or uninstall did (or, with `dry_run`, would do).
+#[derive(Debug)]
+pub struct Installed {
+    /// The change as a unified diff.
+    pub diff: String,
+    /// The original file's copy.
+    pub backup: PathBuf,
+    /// Host servers now run by planmux (taken out of the host's file).
+    pub moved: Vec<String>,
+    /// Host servers servers.toml does not have, left in the host's file.
+    pub kept: Vec<String>,
+    /// Whether the file was written.
+    pub written: bool,
+}
+
+fn backup_of(file: &Path) -> PathBuf {
+    suffixed(file, ".planmux-backup")
+}
+
+/// Where install notes the digest of what it wrote, for uninstall to compare.
+fn stamp_of(file: &Path) -> PathBuf {
+    suffixed(file, ".planmux-installed")
+}
+
+fn suffixed(file: &Path, suffix: &str) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Installs planmux into `host`'s `file`: the servers `run_by_planmux` names (as
+/// servers.toml names them) give way to one entry launching `exe` with `config`.
+pub fn install(
+    host: Host,
+    file: &Path,
+    exe: &Path,
+    config: &Path,
+    run_by_planmux: &[String],
+    path_env: Option<&str>,
+    dry_run: bool,
+) -> Result<Installed, HostError> {
+    let key = host.servers_key();
+    let read = HostFile::read(file, key)?;
+    let mut servers = Map::new();
+    let (mut moved, mut kept) = (Vec::new(), Vec::new());
+    for (name, entry) in read.servers(key) {
+        if name == ENTRY {
+            continue;
+        }
+        if run_by_planmux.contains(&sanitize(name)) {
+            moved.push(name.clone());
+        } else {
+            kept.push(name.clone());
+            servers.insert(name.clone(), entry.clone());
+        }
+    }
+    let mut entry = json!({
+        "command": exe.display().to_string(),
+        "args": ["serve", "--config", config.display().to_string()],
+    });
+    if matches!(host, Host::VsCode | Host::ClaudeCode) {
+        entry["type"] = json!("stdio");
+    }
+    if let Some(path) = path_env {
+        entry["env"] = json!({"PATH": path});
+    }
+    servers.insert(ENTRY.to_owned(), entry);
+    let new = replaced(&read, key, &Value::Object(servers));
+    let backup = backup_of(file);
+    let diff = unified(file, &read.text, &new);
+    if !dry_run {
+        // A backup from an earlier install is the original: keep it.
+        if !backup.exists() {
+            std::fs::write(&backup, &read.text).map_err(|e| write_error(&backup, &e))?;
+        }
+        write_atomically(file, &read.text, &new)?;
+        std::fs::write(stamp_of(file), digest(&new)).map_err(|e| write_error(file, &e))?;
+    }
+    Ok(Installed {
+        diff,
+        backup,
+        moved,
+        kept,
+        written: !dry_run,
+    })
+}
+
+/// Puts back the file `install` backed up. Refused when the file changed since install,
+/// unless `force`.
+pub fn uninstall(file: &Path, force: bool, dry_run: bool) -> Result<Installed, HostError> {
+    let backup = backup_of(file);
+    let shown = |p: &Path| p.display().to_string();
+    let original = std::fs::read_to_string(&backup).map_err(|_| HostError::Shape {
+        path: shown(file),
+        message: format!(
+            "no backup at {}: `planmux install` did not change this file",
+            shown(&backup)
+        ),
+    })?;
+    let current = std::fs::read_to_string(file).map_err(|error| HostError::Read {
+        path: shown(file),
+        error,
+    })?;
+    let stamp = std::fs::read_to_string(stamp_of(file)).unwrap_or_default();
+    if stamp.trim() != digest(&current) && !force {
+        return Err(HostError::Shape {
+            path: shown(file),
+            message: format!(
+                "it changed since `planmux install` wrote it (the host or you edited it), and putting the backup back would undo that: \
+                 compare it with {} and restore by hand, or run uninstall with --force",
+                shown(&backup)
+            ),
+        });
+    }
+    let diff = unified(file, &current, &original);
+    if !dry_run {
+        write_atomically(file, &current, &original)?;
+        let _ = std::fs::remove_file(stamp_of(file));
+        let _ = std::fs::remove_file(&backup);
+    }
+    Ok(Installed {
+        diff,
+        backup,
+        moved: Vec::new(),
+        kept: Vec::new(),
+        written: !dry_run,
+    })
+}
+
+/// The file's text with its servers object replaced by `servers` (or added, when it
+/// had none), indented the way the file is.
+fn replaced(read: &HostFile, key: &str, servers: &Value) -> String {
+    let text = &read.text;
+    let unit = indent_unit(text);
+    match &read.span {
+        Some(span) => {
+            let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+            let prefix: String = text[line_start..span.start]
+                .chars()
+                .take_while(|c| c.is_whitespace())
+                .collect();
+            let rendered = render(servers, &unit, &prefix);
+            format!("{}{rendered}{}", &text[..span.start], &text[span.end..])
+        }
+        None => {
+            // A new first key of the root object.
+            let open = text.find('{').unwrap_or(0);
+            let rendered = render(servers, &unit, &unit);
+            let empty = text[open + 1..].trim_start().starts_with('}');
+            let comma = if empty { "" } else { "," };
+            let tail = if empty { "\n" } else { "" };
+            format!(
+                "{}\n{unit}{}: {rendered}{comma}{tail}{}",
+                &text[..=open],
+                serde_json::to_string(key).unwrap_or_default(),
+                &text[open + 1..]
+            )
+        }
+    }
+}
+
+/// The file's indentation: a tab, or the spaces of its first indented line (2 if none).
+fn indent_unit(text: &str) -> String {
+    text.lines()
+        .find_map(|line| {
+            let lead: String = line
+                .chars()
+                .take_while(|c| *c == ' ' || *c == '\t')
+                .collect();
+            (!lead.is_empty() && line.len() > lead.len()).then_some(lead)
+        })
+        .map_or_else(
+            || "  ".into(),
+            |lead| {
+                if lead.starts_with('\t') {
+                    "\t".into()
+                } else {
+                    lead
+                }
+            },
+        )
+}
+
+/// `value` as pretty JSON with `unit` per level, every line after the first led by
+/// `prefix` (the indentation of the line it starts on).
+fn render(value: &Value, unit: &str, prefix: &str) -> String {
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+    let _ = serde::Serialize::serialize(value, &mut serializer);
+    let text = String::from_utf8(out).unwrap_or_default();
+    text.replace('\n', &format!("\n{prefix}"))
+}
+
+fn unified(file: &Path, old: &str, new: &str) -> String {
+    let name = file.display().to_string();
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&name, &name)
+        .to_string()
+}
+
+fn write_error(path: &Path, error: &std::io::Error) -> HostError {
+    HostError::Write {
+        path: path.display().to_string(),
+        message: error.to_string(),
+    }
+}
+
+/// Writes `new` over `file` through a temporary file and a rename, so the host never
+/// reads half a file; refused when the file no longer holds `read` (someone changed it
+/// since). The file keeps its permissions.
+fn write_atomically(file: &Path, read: &str, new: &str) -> Result<(), HostError> {
+    let temp = suffixed(file, ".planmux-tmp");
+    std::fs::write(&temp, new).map_err(|e| write_error(&temp, &e))?;
+    if let Ok(meta) = std::fs::metadata(file) {
+        let _ = std::fs::set_permissions(&temp, meta.permissions());
+    }
+    let now = std::fs::read_to_string(file).map_err(|error| HostError::Read {
+        path: file.display().to_string(),
+        error,
+    })?;
+    if now != read {
+        let _ = std::fs::remove_file(&temp);
+        return Err(HostError::Write {
+            path: file.display().to_string(),
+            message: "it changed while planmux was editing it; nothing was written, run the command again".into(),
+        });
+    }
+    std::fs::rename(&temp, file).map_err(|e| write_error(file, &e))
+}

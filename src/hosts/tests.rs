@@ -1,0 +1,226 @@
+//! Import, install and uninstall over real-shaped config files of every host
+//! (tests/fixtures/hosts).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::*;
+use crate::config::Config;
+
+const FIXTURES: &[(Host, &str)] = &[
+    (Host::ClaudeDesktop, "claude_desktop_config.json"),
+    (Host::ClaudeCode, "claude.json"),
+    (Host::ClaudeCode, "claude-code.mcp.json"),
+    (Host::Cursor, "cursor-mcp.json"),
+    (Host::VsCode, "vscode-mcp.json"),
+    (Host::Windsurf, "windsurf-mcp_config.json"),
+];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hosts")
+        .join(name)
+}
+
+fn env(name: &str) -> Option<String> {
+    Some(format!("<{name}>"))
+}
+
+#[test]
+fn every_fixture_imports_into_a_valid_config_and_loses_no_server() {
+    for (host, name) in FIXTURES {
+        let file = HostFile::read(&fixture(name), host.servers_key()).expect(name);
+        let imported = import(&file, host.servers_key(), name, &|_| None);
+        let config = Config::parse(&imported.toml, name, Path::new("/cfg"), &env)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{}", imported.toml));
+        let listed = file.servers(host.servers_key()).len();
+        let dropped = imported
+            .notes
+            .iter()
+            .filter(|n| n.contains("was not imported"))
+            .count();
+        assert_eq!(
+            config.servers.len() + dropped,
+            listed,
+            "{name}: {:?}",
+            imported.notes
+        );
+        assert_eq!(imported.servers.len(), config.servers.len());
+        assert!(listed >= 3, "{name}");
+    }
+}
+
+#[test]
+fn what_cannot_be_mapped_is_said() {
+    let file = HostFile::read(&fixture("vscode-mcp.json"), "servers").expect("vscode");
+    let imported = import(&file, "servers", "vscode", &|_| None);
+    let notes = imported.notes.join("\n");
+    for part in [
+        "\"my everything\" is named my_everything",
+        "${input:api-key} (a value VS Code asks for) is read from planmux's environment variable API_KEY",
+        "${workspaceFolder} means nothing to planmux",
+        "its \"envFile\" has no planmux equivalent",
+    ] {
+        assert!(notes.contains(part), "{part}\n{notes}");
+    }
+    assert!(
+        imported
+            .toml
+            .contains("GITHUB_PERSONAL_ACCESS_TOKEN = \"${API_KEY}\"")
+    );
+    assert!(imported.toml.contains("LOG_LEVEL = \"${MCP_LOG_LEVEL}\""));
+    assert!(
+        imported
+            .toml
+            .contains("url = \"https://mcp.example.com/mcp\"")
+    );
+
+    let file = HostFile::read(&fixture("windsurf-mcp_config.json"), "mcpServers").expect("ws");
+    let toml = import(&file, "mcpServers", "windsurf", &|_| None).toml;
+    assert!(toml.contains("enabled = false"), "{toml}");
+    assert!(
+        toml.contains("exclude = [\"longRunningOperation\"]"),
+        "{toml}"
+    );
+
+    let file = HostFile::read(&fixture("claude.json"), "mcpServers").expect("claude.json");
+    let notes = import(&file, "mcpServers", "claude-code", &|_| None)
+        .notes
+        .join("\n");
+    assert!(
+        notes.contains("of the project /home/me/projects/webapp"),
+        "{notes}"
+    );
+}
+
+/// Installs into a copy of each fixture, checks that only the servers object changed,
+/// and that uninstall gives the original back byte for byte.
+#[test]
+fn install_changes_only_the_servers_and_uninstall_restores_every_byte() {
+    let exe = Path::new("/opt/planmux/bin/planmux");
+    let config = Path::new("/home/me/.config/planmux/servers.toml");
+    for (host, name) in FIXTURES {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join(name);
+        std::fs::copy(fixture(name), &file).expect("copy");
+        let original = std::fs::read_to_string(&file).expect("read");
+        let key = host.servers_key();
+        let read = HostFile::read(&file, key).expect("read");
+        let imported = import(&read, key, name, &|_| None);
+        let names: Vec<String> = imported.servers.iter().map(|(_, n)| n.clone()).collect();
+        let done = install(
+            *host,
+            &file,
+            exe,
+            config,
+            &names,
+            Some("/usr/bin:/bin"),
+            false,
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let after = std::fs::read_to_string(&file).expect("read");
+        assert!(done.diff.contains("+"), "{name}: {}", done.diff);
+        assert!(done.kept.is_empty(), "{name}: {:?}", done.kept);
+        // The same file around the servers object.
+        let span = read.span.clone().expect("servers");
+        assert!(after.starts_with(&original[..span.start]), "{name}");
+        assert!(after.ends_with(&original[span.end..]), "{name}");
+        let reread = HostFile::read(&file, key).expect("valid after install");
+        let servers = reread.servers(key);
+        assert_eq!(servers.len(), 1, "{name}: {after}");
+        let entry = servers[0].1;
+        assert_eq!(entry["command"], "/opt/planmux/bin/planmux");
+        assert_eq!(
+            entry["args"],
+            serde_json::json!(["serve", "--config", "/home/me/.config/planmux/servers.toml"])
+        );
+        assert_eq!(entry["env"]["PATH"], "/usr/bin:/bin");
+        let other_keys = |v: &Value| {
+            let mut v = v.clone();
+            if let Value::Object(m) = &mut v {
+                m.remove(key);
+            }
+            v
+        };
+        assert_eq!(other_keys(&reread.value), other_keys(&read.value), "{name}");
+        assert_eq!(
+            std::fs::read_to_string(done.backup).expect("backup"),
+            original
+        );
+        // Installing again keeps the first backup; uninstall restores every byte.
+        install(*host, &file, exe, config, &names, None, false).expect("again");
+        uninstall(&file, false, false).expect("uninstall");
+        assert_eq!(
+            std::fs::read_to_string(&file).expect("read"),
+            original,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_server_planmux_does_not_run_stays_and_changes_since_install_are_not_undone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("claude_desktop_config.json");
+    std::fs::copy(fixture("claude_desktop_config.json"), &file).expect("copy");
+    let exe = Path::new("/x/planmux");
+    let done = install(
+        Host::ClaudeDesktop,
+        &file,
+        exe,
+        Path::new("/x/servers.toml"),
+        &["memory".to_owned()],
+        None,
+        false,
+    )
+    .expect("install");
+    assert_eq!(done.moved, ["memory"]);
+    assert_eq!(done.kept, ["my files", "everything"], "in file order");
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(&file, text.replace("Alt+Ctrl+Space", "Alt+Space")).expect("edit");
+    let refused = uninstall(&file, false, false);
+    assert!(refused.is_err_and(|e| e.to_string().contains("changed since `planmux install`")),);
+    uninstall(&file, true, false).expect("forced");
+    assert!(
+        std::fs::read_to_string(&file)
+            .expect("read")
+            .contains("Alt+Ctrl+Space")
+    );
+    let again = uninstall(&file, false, false);
+    assert!(again.is_err_and(|e| e.to_string().contains("no backup")));
+}
+
+#[test]
+fn a_file_without_servers_gets_them_and_bad_files_are_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("mcp.json");
+    for (before, key) in [("{}\n", "mcpServers"), ("{\n  \"a\": 1\n}\n", "servers")] {
+        std::fs::write(&file, before).expect("write");
+        let host = if key == "servers" {
+            Host::VsCode
+        } else {
+            Host::Cursor
+        };
+        install(
+            host,
+            &file,
+            Path::new("/p"),
+            Path::new("/c"),
+            &[],
+            None,
+            false,
+        )
+        .expect("install");
+        let read = HostFile::read(&file, key).expect("valid JSON");
+        assert_eq!(read.servers(key).len(), 1);
+        uninstall(&file, false, false).expect("uninstall");
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), before);
+    }
+    std::fs::write(&file, "{\"mcpServers\": [1]}").expect("write");
+    let bad = HostFile::read(&file, "mcpServers");
+    assert!(bad.is_err_and(|e| e.to_string().contains("is not an object of servers")));
+    std::fs::write(&file, "{\"mcpServers\": {").expect("write");
+    let bad = HostFile::read(&file, "mcpServers");
+    assert!(bad.is_err_and(|e| e.to_string().contains("not valid JSON")));
+}
