@@ -3,6 +3,14 @@
 //!
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 
+// planmux stops a downstream server by killing its process group and relies on Unix
+// signals; Windows would need job objects instead. Say so at build time, not at run time.
+#[cfg(not(unix))]
+compile_error!(
+    "planmux runs on Linux and macOS only: on Windows it has no process groups (job objects) \
+     or signals yet. Use it under WSL."
+);
+
 pub mod approval;
 pub mod catalog;
 pub mod config;
