@@ -117,9 +117,9 @@ enum Command {
     /// Turn a host's MCP servers into servers.toml (printed, or written with -o).
     Import {
         /// claude-desktop, claude-code, cursor, vscode, windsurf, or a JSON file with
-        /// "mcpServers" or "servers"
+        /// "mcpServers" or "servers" (default: the first of those hosts with a config file)
         #[arg(long)]
-        from: String,
+        from: Option<String>,
         /// Write servers.toml here (readable only by you), and servers.schema.json beside it.
         #[arg(long, short)]
         output: Option<PathBuf>,
@@ -224,7 +224,7 @@ async fn run(cli: Cli) -> Result<i32> {
             from,
             output,
             force,
-        }) => return setup::run_import(from, output.as_deref(), *force),
+        }) => return setup::run_import(from.as_deref(), output.as_deref(), *force),
         Some(Command::Install {
             host,
             file,

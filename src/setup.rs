@@ -34,8 +34,31 @@ fn host_file(host: Host, file: Option<&Path>) -> Result<PathBuf> {
     }
 }
 
-/// `planmux import --from HOST|FILE [-o servers.toml]`.
-pub fn run_import(from: &str, output: Option<&Path>, force: bool) -> Result<i32> {
+/// The first host with a config file here, for `import` without `--from`.
+fn found_host() -> Result<String> {
+    for (host, name) in Host::ALL {
+        if host_file(host, None)?.is_file() {
+            err!(
+                "importing from {name} ({})",
+                host_file(host, None)?.display()
+            );
+            return Ok(name.to_owned());
+        }
+    }
+    let names: Vec<&str> = Host::ALL.iter().map(|(_, n)| *n).collect();
+    bail!(
+        "no host config found (looked for {}): pass --from HOST or --from FILE",
+        names.join(", ")
+    )
+}
+
+/// `planmux import [--from HOST|FILE] [-o servers.toml]`.
+pub fn run_import(from: Option<&str>, output: Option<&Path>, force: bool) -> Result<i32> {
+    let from = match from {
+        Some(from) => from.to_owned(),
+        None => found_host()?,
+    };
+    let from = from.as_str();
     let (path, key, source) = match Host::parse(from) {
         Some(host) => (
             host_file(host, None)?,
