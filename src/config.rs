@@ -181,6 +181,38 @@ pub struct ServerConfig {
     pub tiers: crate::policy::TierRules,
 }
 
+/// `[http]`: the HTTP front (`planmux serve --http`).
+#[derive(Clone, Default)]
+pub struct HttpConfig {
+    /// Bearer tokens a request must carry one of (`${VAR}` expanded); required on any
+    /// address other than loopback.
+    pub tokens: Vec<String>,
+    /// Browser origins allowed to call (`Origin` header); a request from any other origin
+    /// is refused. Empty: only requests without `Origin` or from loopback origins.
+    pub origins: Vec<String>,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Requests handled at once; more wait.
+    pub max_requests: usize,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    /// Without the tokens: they are secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("tokens", &self.tokens.len())
+            .field("origins", &self.origins)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_requests", &self.max_requests)
+            .finish()
+    }
+}
+
+/// Largest HTTP request body by default: 4 MiB holds any plan a model writes.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+/// HTTP requests handled at once by default: enough for a team's hosts, not a flood.
+pub const DEFAULT_MAX_REQUESTS: usize = 64;
+
 /// `[policy]`, validated.
 #[derive(Debug, Clone, Default)]
 pub struct PolicyConfig {
@@ -211,6 +243,8 @@ pub struct Config {
     pub lock_path: Option<PathBuf>,
     /// Saved plans listed as tools, in file order.
     pub pipelines: Vec<PipelineConfig>,
+    /// The HTTP front's settings.
+    pub http: HttpConfig,
 }
 
 impl Config {
@@ -266,7 +300,7 @@ impl Config {
                 message: e.to_string().trim().to_string(),
             })?;
         let cx = Cx { file, base, env };
-        const SECTIONS: &[&str] = &["proxy", "policy", "servers", "pipelines"];
+        const SECTIONS: &[&str] = &["proxy", "policy", "servers", "pipelines", "http"];
         for key in table.keys() {
             if !SECTIONS.contains(&key.as_str()) {
                 return Err(cx.key_error("top level", key, unknown(key, SECTIONS)));
@@ -289,6 +323,14 @@ impl Config {
                 servers.push(cx.server(name, &section, server, &proxy)?);
             }
         }
+        let http = match table.get("http") {
+            Some(value) => cx.http(cx.table(value, "[http]", "http")?)?,
+            None => HttpConfig {
+                max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+                max_requests: DEFAULT_MAX_REQUESTS,
+                ..HttpConfig::default()
+            },
+        };
         let mut pipelines = Vec::new();
         if let Some(value) = table.get("pipelines") {
             for (name, pipeline) in cx.table(value, "[pipelines]", "pipelines")? {
@@ -304,6 +346,7 @@ impl Config {
             servers,
             lock_path: None,
             pipelines,
+            http,
         })
     }
 

@@ -19,6 +19,7 @@ pub mod downstream;
 pub mod exec;
 mod fnv;
 pub mod hosts;
+pub mod http;
 pub mod lock;
 pub mod pipelines;
 pub mod plan;

@@ -66,7 +66,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve MCP over stdio (the default; this is what hosts launch).
-    Serve,
+    Serve {
+        /// Serve streamable HTTP at ADDR (default 127.0.0.1:8787), endpoint /mcp, instead
+        /// of stdio.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = planmux::http::DEFAULT_ADDR)]
+        http: Option<std::net::SocketAddr>,
+        /// With --http: no sessions; every request stands alone (load-balanced deployments).
+        #[arg(long, requires = "http")]
+        stateless: bool,
+    },
     /// Execute a plan (a file, or - for stdin) and print its result JSON.
     ///
     /// A plan with steps that [policy] confirm covers (write and destructive tools, by
@@ -195,7 +203,7 @@ fn start() -> Result<i32> {
     };
     let serving = matches!(
         cli.command,
-        None | Some(Command::Serve | Command::Demo { .. })
+        None | Some(Command::Serve { .. } | Command::Demo { .. })
     );
     planmux::telemetry::init(if serving {
         planmux::telemetry::SERVE_FILTER
@@ -244,8 +252,20 @@ async fn run(cli: Cli) -> Result<i32> {
     if config.enabled_servers().next().is_none() {
         tracing::warn!(config = %config.source, "no server is enabled: planmux has no tools to offer; add [servers.NAME] sections (see `planmux import`)");
     }
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(config).await.map(|()| 0),
+    let stdio = Command::Serve {
+        http: None,
+        stateless: false,
+    };
+    match cli.command.unwrap_or(stdio) {
+        Command::Serve {
+            http: Some(addr),
+            stateless,
+        } => {
+            let options = planmux::http::HttpOptions { addr, stateless };
+            planmux::http::serve_http(&config, options, |_| {}, terminated()).await?;
+            Ok(0)
+        }
+        Command::Serve { http: None, .. } => serve(config).await.map(|()| 0),
         Command::Run {
             plan,
             yes,

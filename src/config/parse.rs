@@ -31,6 +31,7 @@ pub(super) const PROXY_KEYS: &[&str] = &[
     "tool_budget",
 ];
 pub(super) const POLICY_KEYS: &[&str] = &["confirm", "deny"];
+pub(super) const HTTP_KEYS: &[&str] = &["tokens", "origins", "max_body_bytes", "max_requests"];
 pub(super) const SERVER_KEYS: &[&str] = &[
     "command",
     "args",
@@ -296,6 +297,33 @@ impl Cx<'_> {
                     .map_err(|e| self.key_error(s, "confirm", e))?,
                 None => crate::policy::Confirm::default(),
             },
+        })
+    }
+
+    pub(super) fn http(&self, table: &Table) -> Result<super::HttpConfig, ConfigError> {
+        let s = "[http]";
+        for key in table.keys() {
+            if !HTTP_KEYS.contains(&key.as_str()) {
+                return Err(self.key_error(s, key, unknown(key, HTTP_KEYS)));
+            }
+        }
+        let tokens = self.strings(s, "tokens", table.get("tokens"))?;
+        if tokens.iter().any(|t| t.len() < 16) {
+            return Err(self.key_error(
+                s,
+                "tokens",
+                "each token needs at least 16 characters (a short one is guessed)",
+            ));
+        }
+        let number = |key: &str, default: usize| match table.get(key) {
+            Some(value) => self.positive(s, key, value),
+            None => Ok(default),
+        };
+        Ok(super::HttpConfig {
+            tokens,
+            origins: self.strings(s, "origins", table.get("origins"))?,
+            max_body_bytes: number("max_body_bytes", super::DEFAULT_MAX_BODY_BYTES)?,
+            max_requests: number("max_requests", super::DEFAULT_MAX_REQUESTS)?,
         })
     }
 

@@ -21,6 +21,23 @@ struct ServersToml {
     servers: Option<BTreeMap<String, Server>>,
     /// Saved plans listed as tools, by name.
     pipelines: Option<BTreeMap<String, Pipeline>>,
+    /// The HTTP front (`planmux serve --http`).
+    http: Option<Http>,
+}
+
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Http {
+    /// Bearer tokens (`${VAR}` expanded, 16 characters or more); required on any
+    /// address other than loopback.
+    tokens: Option<Vec<String>>,
+    /// Browser origins allowed to call, with scheme (e.g. "https://app.example.com:443").
+    origins: Option<Vec<String>>,
+    /// Largest request body, in bytes (default 4 MiB).
+    max_body_bytes: Option<u64>,
+    /// Requests handled at once (default 64).
+    max_requests: Option<u64>,
 }
 
 #[derive(JsonSchema)]
@@ -177,7 +194,7 @@ pub fn config_schema() -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::super::parse::{POLICY_KEYS, PROXY_KEYS, SERVER_KEYS};
+    use super::super::parse::{HTTP_KEYS, POLICY_KEYS, PROXY_KEYS, SERVER_KEYS};
     use super::super::pipelines::PIPELINE_KEYS;
     use super::*;
 
@@ -198,6 +215,7 @@ mod tests {
             ("Policy", POLICY_KEYS),
             ("Server", SERVER_KEYS),
             ("Pipeline", PIPELINE_KEYS),
+            ("Http", HTTP_KEYS),
         ] {
             let mut parsed: Vec<String> = parsed.iter().map(|k| (*k).to_owned()).collect();
             parsed.sort();

@@ -41,6 +41,11 @@ pub struct HostLink {
     next_listener: AtomicU64,
     /// The least severe log level the host wants (`logging/setLevel`); `None`: all.
     log_level: RwLock<Option<LoggingLevel>>,
+    /// Many hosts at once (`serve --http`): a server's request or message cannot be told
+    /// apart by the session whose call caused it, so none is relayed to any session —
+    /// never to the wrong one. Each session's own calls keep their progress,
+    /// cancellation and approval, which travel with the call.
+    sessions: bool,
 }
 
 impl HostLink {
@@ -52,8 +57,21 @@ impl HostLink {
         }
     }
 
-    /// Remembers the host's peer (called by the upstream server on each connection).
+    /// The link of `serve --http`, shared by every session: it relays nothing a server
+    /// asks on its own (see the `sessions` field).
+    pub fn for_sessions() -> Self {
+        Self {
+            sessions: true,
+            ..Self::default()
+        }
+    }
+
+    /// Remembers the host's peer (called by the upstream server on each connection);
+    /// with many sessions, none is remembered.
     pub fn set(&self, peer: Peer<RoleServer>) {
+        if self.sessions {
+            return;
+        }
         *self.peer.write().unwrap_or_else(PoisonError::into_inner) = Some(peer);
         self.connected.notify_waiters();
     }
@@ -109,6 +127,10 @@ impl HostLink {
     /// 2026-07-28 host takes no requests from a server: nothing is offered. Before any host
     /// connects (and for `planmux run`), the usual set; requests then fail clearly.
     pub fn offer(&self) -> ClientCapabilities {
+        if self.sessions {
+            // Nothing a server could ask of a host can be relayed.
+            return ClientCapabilities::default();
+        }
         let Some(peer) = self.get() else {
             return ClientCapabilities::builder()
                 .enable_roots()

@@ -1,0 +1,286 @@
+//! `planmux serve --http`: the streamable-HTTP front, for hosts that connect to remote MCP
+//! servers and for a team's shared gateway.
+//!
+//! One set of downstreams and one plan runner serve every session; each session gets its
+//! own upstream handler from rmcp's `StreamableHttpService` (`/mcp`), so the progress,
+//! cancellation and approval of a call travel with that call's session. What a downstream
+//! server asks of a host on its own (sampling, elicitation, roots, log messages) is not
+//! relayed to any session: it cannot be told which one caused it (`HostLink::for_sessions`).
+//!
+//! Guards, in order: the request limit (`[http] max_requests` at once), `GET /health`,
+//! the bearer token (`[http] tokens`, compared in constant time; required on any address
+//! but loopback), then rmcp's own `Host` and `Origin` checks (loopback origins and
+//! `[http] origins` only) and body limit (`[http] max_body_bytes`).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::downstream::{Downstreams, HostLink};
+use crate::runner::PlanRunner;
+use crate::upstream::Upstream;
+
+/// The default address: loopback only.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8787";
+/// How long connections may finish after a shutdown begins.
+const DRAIN: Duration = Duration::from_secs(5);
+/// How long a call cancelled by a shutdown has to send its answer before the sessions
+/// close.
+const ANSWER_GRACE: Duration = Duration::from_millis(500);
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub addr: SocketAddr,
+    /// No sessions: every request stands alone (for load-balanced deployments).
+    pub stateless: bool,
+}
+
+/// Why the HTTP front did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(
+        "{addr} is not a loopback address, and [http] tokens is empty: anyone who can reach it could use every server. Set [http] tokens = [\"${{PLANMUX_TOKEN}}\"] (16+ characters), or serve on 127.0.0.1"
+    )]
+    Unprotected { addr: SocketAddr },
+    #[error("cannot listen on {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Serves `config` over HTTP until `shutdown` resolves; then stops accepting, lets calls
+/// in flight finish (at most [`DRAIN`]) and closes every downstream. `ready` hears the
+/// address actually bound (port 0 picks one).
+pub async fn serve_http(
+    config: &Config,
+    options: HttpOptions,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), HttpError> {
+    let addr = options.addr;
+    let loopback = addr.ip().is_loopback();
+    if !loopback && config.http.tokens.is_empty() {
+        return Err(HttpError::Unprotected { addr });
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|error| HttpError::Bind { addr, error })?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let host = Arc::new(HostLink::for_sessions());
+    // Two stops: `calls` ends what the sessions are doing (each call answers, cancelled),
+    // then `stop` ends the sessions and connections themselves.
+    let calls = CancellationToken::new();
+    let stop = CancellationToken::new();
+    let downstreams = Downstreams::new(config, host.clone());
+    let starting = tokio::spawn({
+        let downstreams = downstreams.clone();
+        async move { downstreams.connect_all().await }
+    });
+    let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));
+    let proxy = config.proxy.clone();
+    let factory = {
+        let (downstreams, calls) = (downstreams.clone(), calls.clone());
+        move || {
+            Ok(Upstream::new(
+                downstreams.clone(),
+                runner.clone(),
+                host.clone(),
+                calls.child_token(),
+                &proxy,
+            ))
+        }
+    };
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    origins.extend(config.http.origins.iter().cloned());
+    let mut rmcp_config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(!options.stateless)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation();
+    rmcp_config.cancellation_token = stop.child_token();
+    rmcp_config.max_request_body_bytes = config.http.max_body_bytes;
+    if !loopback {
+        // Reached by name from elsewhere: the token guards it, not the Host header.
+        rmcp_config = rmcp_config.disable_allowed_hosts();
+    }
+    let mcp = StreamableHttpService::new(
+        factory,
+        Arc::new(LocalSessionManager::default()),
+        rmcp_config,
+    );
+    let front = Arc::new(Front {
+        mcp,
+        tokens: config.http.tokens.clone(),
+        limit: Semaphore::new(config.http.max_requests),
+        downstreams: downstreams.clone(),
+    });
+    tracing::info!(addr = %bound, stateless = options.stateless, "serving MCP over HTTP at /mcp");
+    ready(bound);
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let (stream, _) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                continue;
+            }
+        };
+        // Small JSON-RPC messages: without it a call waits ~40 ms on Nagle's algorithm.
+        let _ = stream.set_nodelay(true);
+        let front = front.clone();
+        let stop = stop.clone();
+        connections.spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let front = front.clone();
+                async move { Ok::<_, Infallible>(front.handle(request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = &mut connection => {}
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(DRAIN, connection).await;
+                }
+            }
+        });
+    }
+    tracing::info!("HTTP front stopping: ending calls in flight");
+    drop(listener);
+    calls.cancel();
+    // Time for the cancelled calls' answers to reach their sessions' streams.
+    tokio::time::sleep(ANSWER_GRACE).await;
+    stop.cancel();
+    let _ = tokio::time::timeout(DRAIN, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    connections.abort_all();
+    starting.abort();
+    downstreams.shutdown().await;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+/// What every request meets before rmcp.
+struct Front {
+    mcp: StreamableHttpService<Upstream, LocalSessionManager>,
+    tokens: Vec<String>,
+    limit: Semaphore,
+    downstreams: Arc<Downstreams>,
+}
+
+impl Front {
+    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        let Ok(_permit) = self.limit.acquire().await else {
+            return plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+        };
+        match request.uri().path() {
+            "/health" => self.health(),
+            "/mcp" => {
+                if !self.authorized(&request) {
+                    let mut response = plain(
+                        StatusCode::UNAUTHORIZED,
+                        "a bearer token is required: Authorization: Bearer <one of [http] tokens>",
+                    );
+                    response.headers_mut().insert(
+                        http::header::WWW_AUTHENTICATE,
+                        http::HeaderValue::from_static("Bearer"),
+                    );
+                    return response;
+                }
+                self.mcp.handle(request).await
+            }
+            _ => plain(StatusCode::NOT_FOUND, "planmux serves MCP at /mcp"),
+        }
+    }
+
+    /// Ready once every server's first start has ended: which are up, and how many tools.
+    fn health(&self) -> Response<Body> {
+        let statuses = self.downstreams.statuses();
+        let ready = statuses.iter().filter(|s| s.ready).count();
+        let body = serde_json::json!({
+            "status": "ok",
+            "servers": statuses.len(),
+            "ready": ready,
+            "tools": self.downstreams.catalog().entries().len(),
+        });
+        let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+
+    /// Whether the request carries one of the tokens (or none are configured).
+    fn authorized(&self, request: &Request<Incoming>) -> bool {
+        if self.tokens.is_empty() {
+            return true;
+        }
+        let given = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        // Every token compared in full, whatever matched: the time says nothing.
+        self.tokens.iter().fold(false, |found, token| {
+            found | same(token.as_bytes(), given.as_bytes())
+        })
+    }
+}
+
+/// Equal bytes, in a time that depends on their lengths only.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"abcdefghijklmnop", b"abcdefghijklmnop"));
+        assert!(!same(b"abcdefghijklmnop", b"abcdefghijklmnoq"));
+        assert!(!same(b"abcdefghijklmnop", b"abcdefghijklmno"));
+        assert!(!same(b"abc", b""));
+    }
+}

@@ -1,0 +1,234 @@
+//! The HTTP front over real HTTP on 127.0.0.1, driven by rmcp's streamable-HTTP client:
+//! sessions that do not cross, tokens, origins, health, and shutdown with a call in
+//! flight.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{Elicit, Recorder, call, text};
+use planmux::config::Config;
+use planmux::http::{HttpError, HttpOptions, serve_http};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+type R = anyhow::Result<()>;
+
+const TOKEN: &str = "0123456789abcdef0123";
+
+/// A running front: its address, and the switch that shuts it down.
+struct Front {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), HttpError>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Front {
+    async fn start(extra: &str) -> anyhow::Result<Front> {
+        let dir = tempfile::tempdir()?;
+        let text = format!(
+            "[servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n[servers.chaos]\nbuiltin = \"chaos\"\n{extra}"
+        );
+        let config = Config::parse(&text, "test", dir.path(), &|_| None)?;
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let options = HttpOptions {
+            addr: "127.0.0.1:0".parse()?,
+            stateless: false,
+        };
+        let task = tokio::spawn(async move {
+            let ready = move |addr| {
+                let _ = ready_tx.send(addr);
+            };
+            serve_http(&config, options, ready, async {
+                let _ = stop_rx.await;
+            })
+            .await
+        });
+        let addr = ready_rx.await?;
+        Ok(Front {
+            addr,
+            stop: Some(stop_tx),
+            task,
+            _dir: dir,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    async fn client(
+        &self,
+        handler: Recorder,
+        token: Option<&str>,
+    ) -> anyhow::Result<rmcp::service::RunningService<rmcp::RoleClient, Recorder>> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url());
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        Ok(handler.serve(transport).await?)
+    }
+
+    /// A raw HTTP/1.1 request; the status line and body of the answer.
+    async fn raw(&self, request: &str) -> anyhow::Result<String> {
+        let mut stream = tokio::net::TcpStream::connect(self.addr).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut answer = String::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer)).await;
+        Ok(answer)
+    }
+}
+
+fn write_plan(path: &str) -> serde_json::Value {
+    json!({"steps": [{"id": "save", "tool": "files__write_file",
+                      "args": {"path": path, "content": "hi"}}]})
+}
+
+/// Two sessions at once: each sees its own tools and results, and the approval one
+/// session's plan needs is asked of that session only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_do_not_cross() -> R {
+    let front = Front::start("").await?;
+    let asker = Recorder {
+        capable: true,
+        elicit: Elicit::Accept,
+        ..Default::default()
+    };
+    let a = front.client(asker.clone(), None).await?;
+    let quiet = Recorder::default();
+    let b = front.client(quiet.clone(), None).await?;
+    let names: Vec<String> = a
+        .list_all_tools()
+        .await?
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"execute_plan".to_owned()), "{names:?}");
+    let (ra, rb) = tokio::join!(
+        a.call_tool(call("execute_plan", write_plan("a.txt"))),
+        b.call_tool(call("execute_plan", write_plan("b.txt")))
+    );
+    let (ra, rb) = (ra?, rb?);
+    let sa = ra.structured_content.clone().unwrap_or_default();
+    let sb = rb.structured_content.clone().unwrap_or_default();
+    assert_eq!(sa["status"], "succeeded", "{}", text(&ra));
+    assert_eq!(sb["status"], "needs_approval", "{}", text(&rb));
+    let asked = asker.seen.lock().map(|s| s.elicitations.len()).unwrap_or(0);
+    let asked_b = quiet.seen.lock().map(|s| s.elicitations.len()).unwrap_or(0);
+    assert_eq!(
+        (asked, asked_b),
+        (1, 0),
+        "the approval went to the session that asked"
+    );
+    // A plain call on each session, at once.
+    let (ea, eb) = tokio::join!(
+        a.call_tool(call("chaos__echo", json!({"who": "a"}))),
+        b.call_tool(call("chaos__echo", json!({"who": "b"})))
+    );
+    assert!(text(&ea?).contains("\"a\""));
+    assert!(text(&eb?).contains("\"b\""));
+    a.cancel().await?;
+    b.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tokens_origins_and_health_guard_the_front() -> R {
+    let front = Front::start(&format!("[http]\ntokens = [\"{TOKEN}\"]\n")).await?;
+    assert!(
+        front.client(Recorder::default(), None).await.is_err(),
+        "no token"
+    );
+    assert!(
+        front
+            .client(Recorder::default(), Some("0123456789abcdef0124"))
+            .await
+            .is_err(),
+        "a wrong token"
+    );
+    let client = front.client(Recorder::default(), Some(TOKEN)).await?;
+    assert!(!client.list_all_tools().await?.is_empty());
+    client.cancel().await?;
+
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let post = |headers: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let unauthorized = front.raw(&post("")).await?;
+    assert!(unauthorized.starts_with("HTTP/1.1 401"), "{unauthorized}");
+    assert!(
+        unauthorized
+            .to_lowercase()
+            .contains("www-authenticate: bearer")
+    );
+    let evil = front
+        .raw(&post(&format!(
+            "Authorization: Bearer {TOKEN}\r\nOrigin: https://evil.example\r\n"
+        )))
+        .await?;
+    assert!(evil.starts_with("HTTP/1.1 403"), "{evil}");
+    let health = front
+        .raw("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await?;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    assert!(health.contains("\"status\":\"ok\""), "{health}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_public_address_without_tokens_does_not_start() -> R {
+    let dir = tempfile::tempdir()?;
+    let config = Config::parse(
+        "[servers.c]\nbuiltin = \"chaos\"\n",
+        "t",
+        dir.path(),
+        &|_| None,
+    )?;
+    let options = HttpOptions {
+        addr: "0.0.0.0:0".parse()?,
+        stateless: false,
+    };
+    let refused = serve_http(&config, options, |_| {}, async {}).await;
+    assert!(
+        matches!(&refused, Err(HttpError::Unprotected { .. })),
+        "{refused:?}"
+    );
+    let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("[http] tokens"), "{message}");
+    Ok(())
+}
+
+/// Shutdown with a call in flight: the call ends (cancelled) and the front returns,
+/// within its drain time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_calls_in_flight_and_returns() -> R {
+    let mut front = Front::start("").await?;
+    let client = front.client(Recorder::default(), None).await?;
+    let call = tokio::spawn(async move {
+        client
+            .call_tool(call("chaos__sleep", json!({"ms": 60_000})))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    if let Some(stop) = front.stop.take() {
+        let _ = stop.send(());
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(10), &mut front.task).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    let answered = tokio::time::timeout(Duration::from_secs(10), call).await;
+    assert!(answered.is_ok(), "the call in flight ended");
+    Ok(())
+}
