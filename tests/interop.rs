@@ -5,6 +5,9 @@
 //!   `initialize`) and in its legacy mode (`initialize`).
 //! - The reference servers from npm (server-everything over stdio and streamable HTTP,
 //!   server-filesystem, server-memory) as downstreams, compared with direct connections.
+//! - The Python SDK (tests/interop/python_http.py) and the TypeScript SDK
+//!   (tests/interop/ts_http.mjs, @modelcontextprotocol/sdk) as remote hosts of
+//!   `planmux serve --http`.
 //!
 //! Prerequisites are installed by `scripts/test` (npm ci --prefix tests/interop, and a
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
@@ -1400,5 +1403,120 @@ fn filesystem_reads_a_9_mb_file_through_planmux() -> R {
         &reply.to_string()[..300.min(reply.to_string().len())]
     );
     raw.finish()?;
+    Ok(())
+}
+
+/// The official Python SDK (in its default, 2026-07-28, and legacy session modes) and
+/// the TypeScript SDK as remote hosts of `planmux serve --http`, with a bearer token; a
+/// wrong or missing token is refused.
+#[tokio::test]
+async fn the_python_and_typescript_sdks_use_the_http_front_with_a_token() -> anyhow::Result<()> {
+    let python = support::python();
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::write(
+        &config,
+        "[http]\ntokens = [\"${PLANMUX_TEST_TOKEN}\"]\n\n[servers.weather]\nbuiltin = \"weather\"\n\n[servers.chaos]\nbuiltin = \"chaos\"\n",
+    )?;
+    let token = "interop-token-0123456789";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut server = tokio::process::Command::new(common::bin())
+        .args(["serve", "--http", &format!("127.0.0.1:{port}"), "--config"])
+        .arg(&config)
+        .env("PLANMUX_TEST_TOKEN", token)
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let health = format!("127.0.0.1:{port}");
+    let mut up = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(&health).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    anyhow::ensure!(up, "planmux serve --http did not listen on {health}");
+    let script = common::interop_dir().join("python_http.py");
+    for mode in ["auto", "legacy"] {
+        let out = tokio::process::Command::new(&python)
+            .arg(&script)
+            .args([
+                "--url",
+                &format!("http://127.0.0.1:{port}/mcp"),
+                "--token",
+                token,
+            ])
+            .args(["--mode", mode])
+            .output()
+            .await?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let summary: Value = serde_json::from_str(stdout.trim()).map_err(|e| {
+            anyhow::anyhow!(
+                "{mode}: {e}: {stdout} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        assert!(out.status.success(), "{mode}: {summary}");
+        let tools = summary["tools"].as_array().cloned().unwrap_or_default();
+        assert!(
+            tools.iter().any(|t| t == "execute_plan"),
+            "{mode}: {summary}"
+        );
+        assert_eq!(
+            summary["plan"]["outputs"]["names"],
+            serde_json::json!(["Oslo", "Lima"]),
+            "{mode}: {summary}"
+        );
+        assert!(
+            summary["echo"].to_string().contains("over http"),
+            "{mode}: {summary}"
+        );
+    }
+    // The TypeScript SDK too (tests/interop/ts_http.mjs).
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    for (token, works) in [(token, true), ("not-the-token-0123456789", false)] {
+        let out = tokio::process::Command::new("node")
+            .arg(common::interop_dir().join("ts_http.mjs"))
+            .args([&url, token])
+            .current_dir(common::interop_dir())
+            .output()
+            .await?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let summary: Value = serde_json::from_str(stdout.trim()).map_err(|e| {
+            anyhow::anyhow!("ts: {e}: {stdout} {}", String::from_utf8_lossy(&out.stderr))
+        })?;
+        assert_eq!(out.status.success(), works, "ts: {summary}");
+        if works {
+            assert_eq!(
+                summary["plan"]["outputs"]["names"],
+                serde_json::json!(["Oslo", "Lima"]),
+                "ts: {summary}"
+            );
+            assert!(
+                summary["echo"].to_string().contains("over http"),
+                "ts: {summary}"
+            );
+        }
+    }
+    // Without the token, the SDK is refused.
+    let out = tokio::process::Command::new(&python)
+        .arg(&script)
+        .args([
+            "--url",
+            &format!("http://127.0.0.1:{port}/mcp"),
+            "--mode",
+            "legacy",
+        ])
+        .output()
+        .await?;
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    server.kill().await?;
     Ok(())
 }
