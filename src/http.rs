@@ -7,6 +7,8 @@
 //! server asks of a host on its own (sampling, elicitation, roots, log messages) is not
 //! relayed to any session: it cannot be told which one caused it (`HostLink::for_sessions`).
 //!
+//! servers.toml is reloaded on SIGHUP or when it changes (`crate::reload`).
+//!
 //! Guards, in order: the request limit (`[http] max_requests` at once), `GET /health`,
 //! the bearer token (`[http] tokens`, compared in constant time; required on any address
 //! but loopback), then rmcp's own `Host` and `Origin` checks (loopback origins and
@@ -95,6 +97,11 @@ pub async fn serve_http(
         let downstreams = downstreams.clone();
         async move { downstreams.connect_all().await }
     });
+    let reloading = tokio::spawn(crate::reload::watch(
+        config.clone(),
+        downstreams.clone(),
+        stop.clone(),
+    ));
     let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));
     let proxy = config.proxy.clone();
     let factory = {
@@ -184,6 +191,7 @@ pub async fn serve_http(
     .await;
     connections.abort_all();
     starting.abort();
+    reloading.abort();
     downstreams.shutdown().await;
     tracing::info!("shut down");
     Ok(())

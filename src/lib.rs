@@ -23,6 +23,7 @@ pub mod http;
 pub mod lock;
 pub mod pipelines;
 pub mod plan;
+pub mod reload;
 pub mod policy;
 pub mod runner;
 pub mod serve;

@@ -59,6 +59,11 @@ where
             }
         }
     });
+    let reloading = tokio::spawn(crate::reload::watch(
+        config.clone(),
+        downstreams.clone(),
+        stop.clone(),
+    ));
     // Tool definition fields rmcp's types leave out go back into tools/list.
     let fields = downstreams.clone();
     let transport = LineTransport::new(read, write, config.proxy.wire, "the host")
@@ -96,6 +101,7 @@ where
     };
     stop.cancel();
     starting.abort();
+    reloading.abort();
     downstreams.shutdown().await;
     tracing::info!("shut down");
     result

@@ -829,3 +829,51 @@ async fn a_catalog_over_the_budget_is_searched_not_listed() -> R {
     );
     Ok(())
 }
+
+/// A changed servers.toml is reloaded while the host stays connected: a server added
+/// starts, one removed stops, the unchanged one keeps running (same process), the host
+/// hears list_changed, and an invalid file changes nothing.
+#[tokio::test]
+async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::Result<()> {
+    let chaos = common::demo_server("chaos", "chaos", "");
+    let weather = common::demo_server("weather", "weather", "");
+    let proxy = common::start(&chaos).await?;
+    let pid = |proxy: &common::Proxy| {
+        let proxy = proxy.client.clone();
+        async move {
+            let result = proxy
+                .call_tool(common::call("chaos__pid", serde_json::json!({})))
+                .await?;
+            anyhow::Ok(common::text(&result))
+        }
+    };
+    let before = pid(&proxy).await?;
+    let path = proxy.dir.path().join("servers.toml");
+    let listed = |names: Vec<String>, tool: &str| names.iter().any(|n| n == tool);
+    let wait_for = |want: bool| {
+        let proxy = &proxy;
+        async move {
+            for _ in 0..100 {
+                let names = proxy.tool_names().await?;
+                if listed(names, "weather__get_weather") == want {
+                    return anyhow::Ok(true);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            anyhow::Ok(false)
+        }
+    };
+    std::fs::write(&path, format!("{chaos}\n{weather}"))?;
+    assert!(wait_for(true).await?, "the added server's tools were not listed");
+    let notified = proxy.recorder.seen.lock().map(|s| s.list_changed).unwrap_or(0);
+    assert!(notified > 0, "no list_changed");
+    assert_eq!(pid(&proxy).await?, before, "the unchanged server was restarted");
+    // An invalid file: refused, the running config stays.
+    std::fs::write(&path, "[servers.broken]\ncomand = \"x\"\n")?;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert!(listed(proxy.tool_names().await?, "weather__get_weather"));
+    std::fs::write(&path, &chaos)?;
+    assert!(wait_for(false).await?, "the removed server's tools stayed");
+    assert_eq!(pid(&proxy).await?, before);
+    Ok(())
+}

@@ -97,6 +97,21 @@ fn hint(closest: &[String]) -> String {
     }
 }
 
+/// What a reload changed, by server name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub restarted: Vec<String>,
+}
+
+impl Reloaded {
+    /// Whether any server changed.
+    pub fn any(&self) -> bool {
+        !(self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty())
+    }
+}
+
 /// A status line for `planmux check`.
 #[derive(Debug, Clone)]
 pub struct ServerStatus {
@@ -109,7 +124,10 @@ pub struct ServerStatus {
 
 /// Every enabled downstream server and the merged catalog.
 pub struct Downstreams {
-    servers: Vec<Arc<Server>>,
+    /// The servers, in config order; a reload swaps the list.
+    servers: RwLock<Arc<Vec<Arc<Server>>>>,
+    /// Where servers report a changed list (shared with those a reload starts).
+    changes: Arc<Changes>,
     catalog: RwLock<Arc<Catalog>>,
     separator: String,
     host: Arc<HostLink>,
@@ -155,7 +173,8 @@ impl Downstreams {
             })
             .collect();
         let this = Arc::new(Downstreams {
-            servers,
+            servers: RwLock::new(Arc::new(servers)),
+            changes: changes.clone(),
             catalog: RwLock::default(),
             separator: config.proxy.separator.clone(),
             host,
@@ -184,7 +203,8 @@ impl Downstreams {
     /// as each server comes up, so a slow one does not hold back the others' tools; a host
     /// that already listed them is told of each change.
     pub async fn connect_all(&self) {
-        futures::future::join_all(self.servers.iter().map(|s| async move {
+        let servers = self.servers();
+        futures::future::join_all(servers.iter().map(|s| async move {
             let _ = s.live().await;
             let changed = self.rebuild_and_notify().await;
             if changed.any() {
@@ -217,8 +237,8 @@ impl Downstreams {
         if self.catalog().get(name).is_some() {
             return;
         }
-        let Some(server) = self
-            .servers
+        let servers = self.servers();
+        let Some(server) = servers
             .iter()
             .find(|s| matches!(s.state(), State::Starting) && self.names(s, name))
         else {
@@ -248,7 +268,7 @@ impl Downstreams {
 
     /// Each server's own `instructions`, in config order, for those that gave some.
     pub fn instructions(&self) -> Vec<(String, String)> {
-        self.servers
+        self.servers()
             .iter()
             .filter_map(|s| Some((s.config.name.clone(), s.instructions()?)))
             .filter(|(_, text)| !text.trim().is_empty())
@@ -269,14 +289,17 @@ impl Downstreams {
             .clone()
     }
 
-    /// The servers, in config order.
-    pub fn servers(&self) -> &[Arc<Server>] {
-        &self.servers
+    /// The servers, in config order (as of now: a reload may swap them).
+    pub fn servers(&self) -> Arc<Vec<Arc<Server>>> {
+        self.servers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Status of every server, for `planmux check`.
     pub fn statuses(&self) -> Vec<ServerStatus> {
-        self.servers
+        self.servers()
             .iter()
             .map(|s| {
                 let (ready, error) = match s.state() {
@@ -308,7 +331,7 @@ impl Downstreams {
     /// For a name under a server that never started (so its tools are unknown), the error
     /// that says so. `name` is an exported name, or `server:tool` as plans may write it.
     pub fn never_started(&self, name: &str) -> Option<DownstreamError> {
-        self.servers.iter().find_map(|s| {
+        self.servers().iter().find_map(|s| {
             let written = name
                 .split_once(':')
                 .is_some_and(|(server, _)| server == s.config.name);
@@ -435,8 +458,9 @@ impl Downstreams {
     /// Rebuilds the catalog from what every server offers: what changed, and a notice per
     /// tool newly quarantined.
     fn rebuild_catalog(&self) -> (Changed, Vec<String>) {
+        let servers = self.servers();
         let offers: Vec<(&Arc<Server>, Offer)> =
-            self.servers.iter().map(|s| (s, s.offer())).collect();
+            servers.iter().map(|s| (s, s.offer())).collect();
         let lists: Vec<ServerTools> = offers
             .iter()
             .map(|(s, offer)| ServerTools {
@@ -492,10 +516,64 @@ impl Downstreams {
         changed
     }
 
+    /// Applies a changed config's servers: new ones start, removed ones stop, changed
+    /// ones restart, the others keep running untouched; the host hears what changed.
+    /// The rest of the config (`[proxy]`, `[policy]`, pipelines) is not reloaded.
+    pub async fn reload(&self, config: &Config) -> Reloaded {
+        let old = self.servers();
+        let mut next = Vec::new();
+        let mut fresh = Vec::new();
+        let mut done = Reloaded::default();
+        for wanted in config.enabled_servers() {
+            let existing = old.iter().find(|s| s.config.name == wanted.name);
+            // The whole section as parsed (secrets included), compared in memory only.
+            match existing {
+                Some(server) if format!("{:?}", server.config) == format!("{wanted:?}") => {
+                    next.push(server.clone());
+                }
+                _ => {
+                    let server = Arc::new(Server::new(
+                        wanted.clone(),
+                        self.host.clone(),
+                        self.changes.clone(),
+                        self.tracker.clone(),
+                    ));
+                    match existing {
+                        Some(_) => done.restarted.push(wanted.name.clone()),
+                        None => done.added.push(wanted.name.clone()),
+                    }
+                    fresh.push(server.clone());
+                    next.push(server);
+                }
+            }
+        }
+        let gone: Vec<Arc<Server>> = old
+            .iter()
+            .filter(|s| !next.iter().any(|n| Arc::ptr_eq(n, s)))
+            .cloned()
+            .collect();
+        done.removed = gone
+            .iter()
+            .map(|s| s.config.name.clone())
+            .filter(|name| !done.restarted.contains(name))
+            .collect();
+        *self.servers.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        futures::future::join_all(gone.iter().map(|s| s.close())).await;
+        futures::future::join_all(fresh.iter().map(|s| async move {
+            let _ = s.live().await;
+        }))
+        .await;
+        let changed = self.rebuild_and_notify().await;
+        if changed.any() {
+            self.host.notify_changed(changed).await;
+        }
+        done
+    }
+
     /// Closes every server concurrently and waits (bounded) until their processes are gone.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        futures::future::join_all(self.servers.iter().map(|s| s.close())).await;
+        futures::future::join_all(self.servers().iter().map(|s| s.close())).await;
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
     }

@@ -101,8 +101,11 @@ impl ResourceRequest {
 }
 
 impl Downstreams {
-    pub(super) fn server(&self, name: &str) -> Option<&Arc<Server>> {
-        self.servers.iter().find(|s| s.config.name == name)
+    pub(super) fn server(&self, name: &str) -> Option<Arc<Server>> {
+        self.servers()
+            .iter()
+            .find(|s| s.config.name == name)
+            .cloned()
     }
 
     /// `prompts/get` by exported name.
@@ -128,7 +131,7 @@ impl Downstreams {
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
         match server.request(request, &label, cancel).await? {
             ServerResult::GetPromptResult(result) => Ok(result),
-            _ => Err(unexpected(server, &label)),
+            _ => Err(unexpected(&server, &label)),
         }
     }
 
@@ -253,13 +256,14 @@ impl Downstreams {
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
         match server.request(request, label, cancel).await? {
             ServerResult::CompleteResult(result) => Ok(result),
-            _ => Err(unexpected(server, label)),
+            _ => Err(unexpected(&server, label)),
         }
     }
 
     /// The host's roots changed: every running server is told (bounded, concurrently).
     pub async fn roots_changed(&self) {
-        futures::future::join_all(self.servers.iter().map(|s| s.notify_roots_changed())).await;
+        let servers = self.servers();
+        futures::future::join_all(servers.iter().map(|s| s.notify_roots_changed())).await;
     }
 }
 

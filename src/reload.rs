@@ -1,0 +1,71 @@
+//! Hot reload: SIGHUP, or a change of servers.toml on disk, re-reads the config and
+//! applies its servers (`Downstreams::reload`): only changed servers restart, and hosts
+//! get `list_changed`. An invalid file is refused with its error logged, and the running
+//! config stays. The other sections need a restart, which the log says.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::downstream::Downstreams;
+
+/// How often the file is looked at.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Watches `config`'s file (when it came from one) until `stop`, reloading its servers on
+/// SIGHUP or when the file changes.
+pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: CancellationToken) {
+    if config.lock_path.is_none() {
+        // The built-in config: no file to watch.
+        return;
+    }
+    let path = PathBuf::from(&config.source);
+    let mut seen = modified(&path);
+    let mut running = config;
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    loop {
+        let signalled = async {
+            match hangup.as_mut() {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let why = tokio::select! {
+            () = stop.cancelled() => return,
+            () = signalled => "SIGHUP",
+            () = tokio::time::sleep(POLL) => {
+                let now = modified(&path);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                "the file changed"
+            }
+        };
+        let next = match Config::load(&path) {
+            Ok(next) => next,
+            Err(error) => {
+                tracing::warn!(%error, "config not reloaded: the running config stays");
+                continue;
+            }
+        };
+        let unchanged = |c: &Config| {
+            format!("{:?}{:?}{:?}{:?}", c.proxy, c.policy, c.pipelines, c.http)
+        };
+        if unchanged(&next) != unchanged(&running) {
+            tracing::warn!("[proxy], [policy], [http] and pipelines changed: restart planmux to apply them; servers are reloaded now");
+        }
+        let done = downstreams.reload(&next).await;
+        tracing::info!(trigger = why, added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, "config reloaded");
+        running = next;
+    }
+}
+
+fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
