@@ -97,6 +97,8 @@ pub struct HostFile {
     pub value: Value,
     /// The byte span of the servers object's value, when the file has one.
     pub span: Option<std::ops::Range<usize>>,
+    /// Where the root object's `{` is, and whether the root has no key at all.
+    pub root: (usize, bool),
 }
 
 /// Why a host's file could not be used.
@@ -141,6 +143,20 @@ impl HostFile {
                 message: "the file does not hold a JSON object".into(),
             });
         };
+        if root
+            .properties
+            .iter()
+            .filter(|p| p.name.as_str() == key)
+            .count()
+            > 1
+        {
+            return Err(HostError::Shape {
+                path: shown(),
+                message: format!(
+                    "\"{key}\" appears more than once; hosts read only the last: merge them first"
+                ),
+            });
+        }
         let span = match root.get(key) {
             None => None,
             Some(prop) if matches!(prop.value, jsonc_parser::ast::Value::Object(_)) => {
@@ -153,11 +169,13 @@ impl HostFile {
                 });
             }
         };
+        let root_at = (root.start(), root.properties.is_empty());
         Ok(HostFile {
             path: path.to_path_buf(),
             text,
             value,
             span,
+            root: root_at,
         })
     }
 

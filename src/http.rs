@@ -39,6 +39,11 @@ use crate::upstream::Upstream;
 
 /// The default address: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8787";
+/// Connections open at once: each holds a socket; a flood of idle ones cannot exhaust
+/// the process's file descriptors.
+const MAX_CONNECTIONS: usize = 512;
+/// How long a client may take to send a request's headers (slowloris).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long connections may finish after a shutdown begins.
 const DRAIN: Duration = Duration::from_secs(5);
 /// How long a call cancelled by a shutdown has to send its answer before the sessions
@@ -145,8 +150,16 @@ pub async fn serve_http(
     tracing::info!(addr = %bound, stateless = options.stateless, "serving MCP over HTTP at /mcp");
     ready(bound);
     let mut connections = JoinSet::new();
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
+        // Finished connections are reaped as we go.
+        while connections.try_join_next().is_some() {}
+        let slot = tokio::select! {
+            slot = open.clone().acquire_owned() => slot,
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slot else { break };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
@@ -154,7 +167,9 @@ pub async fn serve_http(
         let (stream, _) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
+                // Out of descriptors, say: pause rather than spin.
                 tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
@@ -163,11 +178,14 @@ pub async fn serve_http(
         let front = front.clone();
         let stop = stop.clone();
         connections.spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |request| {
                 let front = front.clone();
                 async move { Ok::<_, Infallible>(front.handle(request).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
             tokio::select! {
@@ -257,8 +275,9 @@ impl Front {
             .headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map_or("", |(_, token)| token.trim());
         // Every token compared in full, whatever matched: the time says nothing.
         self.tokens.iter().fold(false, |found, token| {
             found | same(token.as_bytes(), given.as_bytes())

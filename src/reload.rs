@@ -54,11 +54,12 @@ pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: Cancella
                 continue;
             }
         };
-        let unchanged = |c: &Config| {
-            format!("{:?}{:?}{:?}{:?}", c.proxy, c.policy, c.pipelines, c.http)
-        };
+        let unchanged =
+            |c: &Config| format!("{:?}{:?}{:?}{:?}", c.proxy, c.policy, c.pipelines, c.http);
         if unchanged(&next) != unchanged(&running) {
-            tracing::warn!("[proxy], [policy], [http] and pipelines changed: restart planmux to apply them; servers are reloaded now");
+            tracing::warn!(
+                "[proxy], [policy], [http] and pipelines changed: restart planmux to apply them; servers are reloaded now"
+            );
         }
         let done = downstreams.reload(&next).await;
         tracing::info!(trigger = why, added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, "config reloaded");

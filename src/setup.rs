@@ -132,6 +132,13 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
     let mut file = options
         .open(path)
         .with_context(|| path.display().to_string())?;
+    // An existing file keeps its mode through open: make it private too.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| path.display().to_string())?;
+    }
     file.write_all(text.as_bytes())
         .with_context(|| path.display().to_string())
 }

@@ -317,6 +317,7 @@ impl ServerHandler for Upstream {
             .peer
             .peer_info()
             .is_some_and(|info| info.capabilities.roots.is_some());
+        self.host.joined(context.peer.clone());
         self.host.set(context.peer);
         self.host.set_initialized();
         // A server that asked for roots while the host was still connecting (and gave up)

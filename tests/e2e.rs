@@ -864,10 +864,22 @@ async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::R
         }
     };
     std::fs::write(&path, format!("{chaos}\n{weather}"))?;
-    assert!(wait_for(true).await?, "the added server's tools were not listed");
-    let notified = proxy.recorder.seen.lock().map(|s| s.list_changed).unwrap_or(0);
+    assert!(
+        wait_for(true).await?,
+        "the added server's tools were not listed"
+    );
+    let notified = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| s.list_changed)
+        .unwrap_or(0);
     assert!(notified > 0, "no list_changed");
-    assert_eq!(pid(&proxy).await?, before, "the unchanged server was restarted");
+    assert_eq!(
+        pid(&proxy).await?,
+        before,
+        "the unchanged server was restarted"
+    );
     // An invalid file: refused, the running config stays.
     std::fs::write(&path, "[servers.broken]\ncomand = \"x\"\n")?;
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;

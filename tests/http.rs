@@ -232,3 +232,31 @@ async fn shutdown_ends_calls_in_flight_and_returns() -> R {
     assert!(answered.is_ok(), "the call in flight ended");
     Ok(())
 }
+
+/// A server's changed tool list reaches every HTTP session as list_changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changes_reach_every_session() -> R {
+    let front = Front::start("").await?;
+    let (first, second) = (Recorder::default(), Recorder::default());
+    let a = front.client(first.clone(), None).await?;
+    let b = front.client(second.clone(), None).await?;
+    a.call_tool(call("chaos__toggle_extra", json!({}))).await?;
+    let heard = |r: &Recorder| r.seen.lock().map(|s| s.list_changed).unwrap_or(0);
+    let mut both = false;
+    for _ in 0..50 {
+        if heard(&first) > 0 && heard(&second) > 0 {
+            both = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        both,
+        "list_changed: {} and {}",
+        heard(&first),
+        heard(&second)
+    );
+    a.cancel().await?;
+    b.cancel().await?;
+    Ok(())
+}

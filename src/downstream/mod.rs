@@ -459,8 +459,7 @@ impl Downstreams {
     /// tool newly quarantined.
     fn rebuild_catalog(&self) -> (Changed, Vec<String>) {
         let servers = self.servers();
-        let offers: Vec<(&Arc<Server>, Offer)> =
-            servers.iter().map(|s| (s, s.offer())).collect();
+        let offers: Vec<(&Arc<Server>, Offer)> = servers.iter().map(|s| (s, s.offer())).collect();
         let lists: Vec<ServerTools> = offers
             .iter()
             .map(|(s, offer)| ServerTools {

@@ -46,6 +46,9 @@ pub struct HostLink {
     /// never to the wrong one. Each session's own calls keep their progress,
     /// cancellation and approval, which travel with the call.
     sessions: bool,
+    /// With many sessions: every session's peer, for what may go to all of them (lists
+    /// changed); closed ones are dropped as they are met.
+    everyone: RwLock<Vec<Peer<RoleServer>>>,
 }
 
 impl HostLink {
@@ -74,6 +77,19 @@ impl HostLink {
         }
         *self.peer.write().unwrap_or_else(PoisonError::into_inner) = Some(peer);
         self.connected.notify_waiters();
+    }
+
+    /// A session finished its handshake (called once per session): with many sessions,
+    /// it hears from now on what goes to all of them.
+    pub fn joined(&self, peer: Peer<RoleServer>) {
+        if self.sessions {
+            let mut everyone = self
+                .everyone
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            everyone.retain(|p| !p.is_transport_closed());
+            everyone.push(peer);
+        }
     }
 
     /// The host's peer, if a host is connected.
@@ -190,7 +206,21 @@ impl HostLink {
     /// it asked for).
     pub async fn notify_changed(&self, changed: Changed) {
         let ready = self.initialized.load(Ordering::Acquire);
-        if let Some(peer) = self.get().filter(|p| ready && p.peer_info().is_some()) {
+        let mut peers: Vec<Peer<RoleServer>> = self
+            .get()
+            .filter(|p| ready && p.peer_info().is_some())
+            .into_iter()
+            .collect();
+        // Every HTTP session: what changed is the same for all, and says nothing of any.
+        peers.extend(
+            self.everyone
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .filter(|p| !p.is_transport_closed() && p.peer_info().is_some())
+                .cloned(),
+        );
+        for peer in peers {
             if changed.tools {
                 let _ = peer.notify_tool_list_changed().await;
             }

@@ -71,6 +71,22 @@ pub fn import(
             .push(format!("no servers under \"{key}\" in {source}"));
     }
     for (name, entry) in servers {
+        // planmux's own entry (an earlier `install`): importing it would make planmux
+        // start itself.
+        let launches_planmux = entry
+            .get("args")
+            .and_then(Value::as_array)
+            .is_some_and(|args| args.first().and_then(Value::as_str) == Some("serve"))
+            && entry
+                .get("command")
+                .and_then(Value::as_str)
+                .is_some_and(|c| c.ends_with("planmux"));
+        if name == "planmux" || launches_planmux {
+            imported.notes.push(format!(
+                "\"{name}\" is planmux itself (from `planmux install`) and was not imported"
+            ));
+            continue;
+        }
         let mut planmux = sanitize(name);
         let base = planmux.clone();
         let mut n = 2;
@@ -140,6 +156,16 @@ fn section(
     let mut out = format!("\n[servers.{planmux}]\n");
     let text = |key: &str| entry.get(key).and_then(Value::as_str);
     let url = text("url").or_else(|| text("serverUrl"));
+    let stray: &[&str] = match (text("command"), url) {
+        (Some(_), _) => &["url", "serverUrl", "headers"],
+        (None, Some(_)) => &["args", "env", "cwd"],
+        (None, None) => &[],
+    };
+    for key in stray.iter().filter(|k| entry.contains_key(**k)) {
+        notes.push(format!(
+            "its \"{key}\" does not apply to this kind of server and was left out"
+        ));
+    }
     match (text("command"), url) {
         (Some(command), _) => {
             line(
@@ -179,8 +205,19 @@ fn section(
         }
         (None, None) => return Err("it has neither \"command\" nor \"url\"".into()),
     }
-    if entry.get("disabled").and_then(Value::as_bool) == Some(true) {
-        line(&mut out, "enabled", "false");
+    match entry.get("disabled") {
+        None | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) => line(&mut out, "enabled", "false"),
+        Some(other) => notes.push(format!(
+            "its \"disabled\" is {other}, not true or false, and was left out"
+        )),
+    }
+    if entry
+        .get("disabledTools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| !tools.iter().all(Value::is_string))
+    {
+        notes.push("some of its \"disabledTools\" are not names and were left out".into());
     }
     // Windsurf's per-server tool switch is planmux's `exclude`.
     let off: Vec<String> = entry
@@ -229,9 +266,13 @@ fn strings(
     };
     let mut pairs = Vec::new();
     for (name, value) in map {
-        let Some(value) = value.as_str() else {
-            return Err(format!("its {key} value {name} is not a string"));
+        // Numbers and booleans are what the host would pass as text.
+        let value = match value {
+            Value::String(text) => text.clone(),
+            Value::Number(_) | Value::Bool(_) => value.to_string(),
+            _ => return Err(format!("its {key} value {name} is not a string")),
         };
+        let value = value.as_str();
         imported.secrets += 1;
         let bare = !name.is_empty()
             && name

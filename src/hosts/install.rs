@@ -67,7 +67,19 @@ pub fn install(
     dry_run: bool,
 ) -> Result<Installed, HostError> {
     let key = host.servers_key();
+    // A symlinked config (dotfiles) is edited where it lives, and stays a link.
+    let file = &std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
     let read = HostFile::read(file, key)?;
+    let backup = backup_of(file);
+    if backup.exists() && !installed_unchanged(file, &read.text) {
+        return Err(HostError::Shape {
+            path: file.display().to_string(),
+            message: format!(
+                "it changed since an earlier `planmux install` (its original is {}): run `planmux uninstall` first",
+                backup.display()
+            ),
+        });
+    }
     let mut servers = Map::new();
     let (mut moved, mut kept) = (Vec::new(), Vec::new());
     for (name, entry) in read.servers(key) {
@@ -93,15 +105,14 @@ pub fn install(
     }
     servers.insert(ENTRY.to_owned(), entry);
     let new = replaced(&read, key, &Value::Object(servers));
-    let backup = backup_of(file);
     let diff = unified(file, &read.text, &new);
     if !dry_run {
         // A backup from an earlier install is the original: keep it.
         if !backup.exists() {
-            std::fs::write(&backup, &read.text).map_err(|e| write_error(&backup, &e))?;
+            write_file(&backup, &read.text, file)?;
         }
         write_atomically(file, &read.text, &new)?;
-        std::fs::write(stamp_of(file), digest(&new)).map_err(|e| write_error(file, &e))?;
+        write_file(&stamp_of(file), &digest(&new), file)?;
     }
     Ok(Installed {
         diff,
@@ -115,6 +126,7 @@ pub fn install(
 /// Puts back the file `install` backed up. Refused when the file changed since install,
 /// unless `force`.
 pub fn uninstall(file: &Path, force: bool, dry_run: bool) -> Result<Installed, HostError> {
+    let file = &std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
     let backup = backup_of(file);
     let shown = |p: &Path| p.display().to_string();
     let original = std::fs::read_to_string(&backup).map_err(|_| HostError::Shape {
@@ -128,8 +140,7 @@ pub fn uninstall(file: &Path, force: bool, dry_run: bool) -> Result<Installed, H
         path: shown(file),
         error,
     })?;
-    let stamp = std::fs::read_to_string(stamp_of(file)).unwrap_or_default();
-    if stamp.trim() != digest(&current) && !force {
+    if !installed_unchanged(file, &current) && !force {
         return Err(HostError::Shape {
             path: shown(file),
             message: format!(
@@ -154,10 +165,32 @@ pub fn uninstall(file: &Path, force: bool, dry_run: bool) -> Result<Installed, H
     })
 }
 
+/// Whether `text` is what the last install wrote to `file`.
+fn installed_unchanged(file: &Path, text: &str) -> bool {
+    std::fs::read_to_string(stamp_of(file)).is_ok_and(|stamp| stamp.trim() == digest(text))
+}
+
+/// Writes a file beside `like` through a temporary file, synced, and a rename, with
+/// `like`'s permissions (a host file may hold secrets, and so may its copies).
+fn write_file(path: &Path, text: &str, like: &Path) -> Result<(), HostError> {
+    use std::io::Write as _;
+    let temp = suffixed(path, ".planmux-tmp");
+    let mut out = std::fs::File::create(&temp).map_err(|e| write_error(&temp, &e))?;
+    if let Ok(meta) = std::fs::metadata(like) {
+        let _ = std::fs::set_permissions(&temp, meta.permissions());
+    }
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.sync_all())
+        .map_err(|e| write_error(&temp, &e))?;
+    std::fs::rename(&temp, path).map_err(|e| write_error(path, &e))
+}
+
 /// The file's text with its servers object replaced by `servers` (or added, when it
 /// had none), indented the way the file is.
 fn replaced(read: &HostFile, key: &str, servers: &Value) -> String {
     let text = &read.text;
+    // The file's own line ending.
+    let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let unit = indent_unit(text);
     match &read.span {
         Some(span) => {
@@ -166,18 +199,17 @@ fn replaced(read: &HostFile, key: &str, servers: &Value) -> String {
                 .chars()
                 .take_while(|c| c.is_whitespace())
                 .collect();
-            let rendered = render(servers, &unit, &prefix);
+            let rendered = render(servers, &unit, &prefix, newline);
             format!("{}{rendered}{}", &text[..span.start], &text[span.end..])
         }
         None => {
             // A new first key of the root object.
-            let open = text.find('{').unwrap_or(0);
-            let rendered = render(servers, &unit, &unit);
-            let empty = text[open + 1..].trim_start().starts_with('}');
+            let (open, empty) = read.root;
+            let rendered = render(servers, &unit, &unit, newline);
             let comma = if empty { "" } else { "," };
-            let tail = if empty { "\n" } else { "" };
+            let tail = if empty { newline } else { "" };
             format!(
-                "{}\n{unit}{}: {rendered}{comma}{tail}{}",
+                "{}{newline}{unit}{}: {rendered}{comma}{tail}{}",
                 &text[..=open],
                 serde_json::to_string(key).unwrap_or_default(),
                 &text[open + 1..]
@@ -208,15 +240,15 @@ fn indent_unit(text: &str) -> String {
         )
 }
 
-/// `value` as pretty JSON with `unit` per level, every line after the first led by
-/// `prefix` (the indentation of the line it starts on).
-fn render(value: &Value, unit: &str, prefix: &str) -> String {
+/// `value` as pretty JSON with `unit` per level and the file's `newline`, every line
+/// after the first led by `prefix` (the indentation of the line it starts on).
+fn render(value: &Value, unit: &str, prefix: &str, newline: &str) -> String {
     let mut out = Vec::new();
     let formatter = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
     let _ = serde::Serialize::serialize(value, &mut serializer);
     let text = String::from_utf8(out).unwrap_or_default();
-    text.replace('\n', &format!("\n{prefix}"))
+    text.replace('\n', &format!("{newline}{prefix}"))
 }
 
 fn unified(file: &Path, old: &str, new: &str) -> String {
@@ -239,11 +271,15 @@ fn write_error(path: &Path, error: &std::io::Error) -> HostError {
 /// reads half a file; refused when the file no longer holds `read` (someone changed it
 /// since). The file keeps its permissions.
 fn write_atomically(file: &Path, read: &str, new: &str) -> Result<(), HostError> {
+    use std::io::Write as _;
     let temp = suffixed(file, ".planmux-tmp");
-    std::fs::write(&temp, new).map_err(|e| write_error(&temp, &e))?;
+    let mut out = std::fs::File::create(&temp).map_err(|e| write_error(&temp, &e))?;
     if let Ok(meta) = std::fs::metadata(file) {
         let _ = std::fs::set_permissions(&temp, meta.permissions());
     }
+    out.write_all(new.as_bytes())
+        .and_then(|()| out.sync_all())
+        .map_err(|e| write_error(&temp, &e))?;
     let now = std::fs::read_to_string(file).map_err(|error| HostError::Read {
         path: file.display().to_string(),
         error,

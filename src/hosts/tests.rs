@@ -224,3 +224,66 @@ fn a_file_without_servers_gets_them_and_bad_files_are_named() {
     let bad = HostFile::read(&file, "mcpServers");
     assert!(bad.is_err_and(|e| e.to_string().contains("not valid JSON")));
 }
+
+#[test]
+fn awkward_files_are_edited_safely_or_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("mcp.json");
+    let (exe, config) = (Path::new("/p"), Path::new("/c"));
+    // A `{` in a comment before the root object, and no servers key.
+    let commented = "// see {docs}\n{\n  \"a\": 1\n}\n";
+    std::fs::write(&file, commented).expect("write");
+    install(Host::VsCode, &file, exe, config, &[], None, false).expect("install");
+    let read = HostFile::read(&file, "servers").expect("still valid JSONC");
+    assert_eq!(read.servers("servers").len(), 1);
+    assert!(read.text.starts_with("// see {docs}\n{"), "{}", read.text);
+    uninstall(&file, false, false).expect("uninstall");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), commented);
+    // CRLF line endings stay CRLF.
+    let crlf = "{\r\n  \"mcpServers\": {\r\n    \"a\": {\"command\": \"x\"}\r\n  }\r\n}\r\n";
+    std::fs::write(&file, crlf).expect("write");
+    install(Host::Cursor, &file, exe, config, &[], None, false).expect("install");
+    let text = std::fs::read_to_string(&file).expect("read");
+    assert!(!text.replace("\r\n", "").contains('\n'), "{text:?}");
+    // Changed since install: a second install is refused (its edits would be lost).
+    std::fs::write(&file, text.replace("\"x\"", "\"y\"")).expect("edit");
+    let again = install(Host::Cursor, &file, exe, config, &[], None, false);
+    assert!(again.is_err_and(|e| e.to_string().contains("run `planmux uninstall` first")));
+    uninstall(&file, true, false).expect("forced");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), crlf);
+    // A servers key given twice: refused.
+    std::fs::write(&file, "{\"mcpServers\": {}, \"mcpServers\": {}}").expect("write");
+    let twice = HostFile::read(&file, "mcpServers");
+    assert!(twice.is_err_and(|e| e.to_string().contains("appears more than once")));
+}
+
+#[test]
+fn import_skips_planmux_itself_and_notes_what_does_not_apply() {
+    let text = r#"{"mcpServers": {
+        "planmux": {"command": "/usr/bin/planmux", "args": ["serve", "--config", "/c"]},
+        "mine": {"command": "/opt/bin/planmux", "args": ["serve"]},
+        "srv": {"command": "npx", "url": "http://x", "env": {"PORT": 8080, "DEBUG": true}},
+        "web": {"url": "https://x/mcp", "args": ["a"], "disabled": "yes"}
+    }}"#;
+    let file = HostFile::parse(Path::new("h.json"), text.to_owned(), "mcpServers").expect("parse");
+    let imported = import(&file, "mcpServers", "h.json", &|_| None);
+    let names: Vec<&str> = imported.servers.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["srv", "web"]);
+    assert!(
+        imported
+            .toml
+            .contains("env = { PORT = \"8080\", DEBUG = \"true\" }"),
+        "{}",
+        imported.toml
+    );
+    let notes = imported.notes.join("\n");
+    for part in [
+        "\"planmux\" is planmux itself",
+        "\"mine\" is planmux itself",
+        "\"srv\": its \"url\" does not apply",
+        "\"web\": its \"args\" does not apply",
+        "\"web\": its \"disabled\" is \"yes\"",
+    ] {
+        assert!(notes.contains(part), "{part}\n{notes}");
+    }
+}
