@@ -7,7 +7,7 @@
 //!   server-filesystem, server-memory) as downstreams, compared with direct connections.
 //! - The Python SDK (tests/interop/python_http.py) and the TypeScript SDK
 //!   (tests/interop/ts_http.mjs, @modelcontextprotocol/sdk) as remote hosts of
-//!   `planmux serve --http`.
+//!   `planmux serve --http`, and the official conformance suite against it.
 //!
 //! Prerequisites are installed by `scripts/test` (npm ci --prefix tests/interop, and a
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
@@ -1517,6 +1517,71 @@ async fn the_python_and_typescript_sdks_use_the_http_front_with_a_token() -> any
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    server.kill().await?;
+    Ok(())
+}
+
+/// The official conformance suite (@modelcontextprotocol/conformance, on the Node 22 the
+/// npm package `node` provides) against `planmux serve --http`: the server scenarios
+/// that need no particular fixture tools. The scenarios with fixture tools need a
+/// conformance fixture server, which planmux does not ship yet.
+#[tokio::test]
+async fn the_conformance_suite_passes_against_the_http_front() -> anyhow::Result<()> {
+    const SCENARIOS: &[&str] = &[
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "logging-set-level",
+        "resources-list",
+        "prompts-list",
+        "dns-rebinding-protection",
+    ];
+    let interop = common::interop_dir();
+    let node = interop.join("node_modules/.bin/node");
+    let suite = interop.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    anyhow::ensure!(
+        node.exists() && suite.exists(),
+        "the conformance suite is not installed: run scripts/test (npm ci --prefix tests/interop)"
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut server = tokio::process::Command::new(common::bin())
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .env_remove("PLANMUX_CONFIG")
+        .current_dir(std::env::temp_dir())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let address = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(&address).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let url = format!("http://{address}/mcp");
+    for scenario in SCENARIOS {
+        let out = tokio::process::Command::new(&node)
+            .arg(&suite)
+            .args(["server", "--url", &url, "--scenario", scenario])
+            .output()
+            .await?;
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = report
+            .lines()
+            .find(|l| l.contains("Passed:"))
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            line.contains(", 0 failed"),
+            "conformance scenario {scenario}: {report}"
+        );
+    }
     server.kill().await?;
     Ok(())
 }
