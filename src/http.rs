@@ -248,17 +248,22 @@ impl Front {
         }
     }
 
-    /// Ready once every server's first start has ended: which are up, and how many tools.
+    /// Ready (200) once every server's first start has ended, 503 before: which are up,
+    /// and how many tools.
     fn health(&self) -> Response<Body> {
         let statuses = self.downstreams.statuses();
         let ready = statuses.iter().filter(|s| s.ready).count();
+        let started = self.downstreams.is_started();
         let body = serde_json::json!({
-            "status": "ok",
+            "status": if started { "ok" } else { "starting" },
             "servers": statuses.len(),
             "ready": ready,
             "tools": self.downstreams.catalog().entries().len(),
         });
         let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+        if !started {
+            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        }
         response.headers_mut().insert(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),

@@ -281,6 +281,11 @@ impl Downstreams {
         let _ = started.wait_for(|done| *done).await;
     }
 
+    /// Whether the first start of every server has ended.
+    pub fn is_started(&self) -> bool {
+        *self.started.borrow()
+    }
+
     /// The current catalog.
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog
