@@ -361,53 +361,28 @@ args = { path = "note.txt", content = "${input.text}" }
         assert!(written.is_file());
         std::fs::remove_file(&written).expect("removed");
 
-        // The run's approval names another step: the pipeline's writes are not covered.
-        let other = approval(
-            &downstreams,
-            &[("q", "files__write_file", Tier::Destructive)],
-        );
-        let calls = call(&downstreams, &nesting, Some(other));
-        let refused = calls
-            .invoke(
-                run,
-                &step("p", Tier::Read),
-                args(),
-                CancellationToken::new(),
-            )
-            .await;
-        assert!(
-            matches!(&refused, Err(InvokeError::Rejected(why)) if why.contains("not approved")),
-            "{refused:?}"
-        );
-        // Approved when it was only a write, and now it destroys: refused too.
-        let weaker = approval(&downstreams, &[("p", "save", Tier::Write)]);
-        let calls = call(&downstreams, &nesting, Some(weaker));
-        let refused = calls
-            .invoke(
-                run,
-                &step("p", Tier::Write),
-                args(),
-                CancellationToken::new(),
-            )
-            .await;
-        assert!(
-            matches!(refused, Err(InvokeError::Rejected(_))),
-            "{refused:?}"
-        );
-        // No approval at all: the checkpoint refuses the step itself.
-        let calls = call(&downstreams, &nesting, None);
-        let refused = calls
-            .invoke(
-                run,
-                &step("p", Tier::Destructive),
-                args(),
-                CancellationToken::new(),
-            )
-            .await;
-        assert!(
-            matches!(refused, Err(InvokeError::Rejected(_))),
-            "{refused:?}"
-        );
+        // Refused, each: the run's approval names another step (the pipeline's writes are
+        // not covered); it was approved as a write and now destroys; no approval at all
+        // (the checkpoint refuses the step itself).
+        let refusals = [
+            (
+                Some(("q", "files__write_file", Tier::Destructive)),
+                Tier::Read,
+            ),
+            (Some(("p", "save", Tier::Write)), Tier::Write),
+            (None, Tier::Destructive),
+        ];
+        for (approved, tier) in refusals {
+            let approval = approved.map(|one| approval(&downstreams, &[one]));
+            let calls = call(&downstreams, &nesting, approval);
+            let refused = calls
+                .invoke(run, &step("p", tier), args(), CancellationToken::new())
+                .await;
+            assert!(
+                matches!(&refused, Err(InvokeError::Rejected(why)) if why.contains("not approved")),
+                "{approved:?}: {refused:?}"
+            );
+        }
         assert!(!written.exists(), "nothing was written without approval");
         downstreams.shutdown().await;
     }
