@@ -43,10 +43,23 @@ pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: Cancella
                 if now == seen {
                     continue;
                 }
+                // An editor may be writing it: wait until it holds still for a poll.
+                tokio::time::sleep(POLL).await;
+                if modified(&path) != now {
+                    continue;
+                }
                 seen = now;
                 "the file changed"
             }
         };
+        // A file saved in place is empty for a moment; an empty config would stop every
+        // server.
+        if std::fs::read_to_string(&path).is_ok_and(|text| text.trim().is_empty()) {
+            tracing::warn!(
+                "config not reloaded: the file is empty (half-written?); the running config stays"
+            );
+            continue;
+        }
         let next = match Config::load(&path) {
             Ok(next) => next,
             Err(error) => {
@@ -58,7 +71,7 @@ pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: Cancella
             |c: &Config| format!("{:?}{:?}{:?}{:?}", c.proxy, c.policy, c.pipelines, c.http);
         if unchanged(&next) != unchanged(&running) {
             tracing::warn!(
-                "[proxy], [policy], [http] and pipelines changed: restart planmux to apply them; servers are reloaded now"
+                "[proxy], [policy], [http] or pipelines changed: restart planmux to apply them; servers are reloaded now (those that take [proxy] defaults restart with the new ones)"
             );
         }
         let done = downstreams.reload(&next).await;
@@ -67,6 +80,8 @@ pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: Cancella
     }
 }
 
-fn modified(path: &std::path::Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// When the file was last written, and its size: together they tell a change.
+fn modified(path: &std::path::Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
 }

@@ -832,7 +832,7 @@ async fn a_catalog_over_the_budget_is_searched_not_listed() -> R {
 
 /// A changed servers.toml is reloaded while the host stays connected: a server added
 /// starts, one removed stops, the unchanged one keeps running (same process), the host
-/// hears list_changed, and an invalid file changes nothing.
+/// hears list_changed, and an empty or invalid file changes nothing.
 #[tokio::test]
 async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::Result<()> {
     let chaos = common::demo_server("chaos", "chaos", "");
@@ -880,6 +880,10 @@ async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::R
         before,
         "the unchanged server was restarted"
     );
+    // An empty file (an editor saving in place) is not a config to apply.
+    std::fs::write(&path, "")?;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert!(listed(proxy.tool_names().await?, "weather__get_weather"));
     // An invalid file: refused, the running config stays.
     std::fs::write(&path, "[servers.broken]\ncomand = \"x\"\n")?;
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;

@@ -563,14 +563,19 @@ impl Downstreams {
             .collect();
         *self.servers.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
         futures::future::join_all(gone.iter().map(|s| s.close())).await;
-        futures::future::join_all(fresh.iter().map(|s| async move {
-            let _ = s.live().await;
-        }))
-        .await;
+        // Removed tools leave the lists now; each new server's arrive as it comes up.
         let changed = self.rebuild_and_notify().await;
         if changed.any() {
             self.host.notify_changed(changed).await;
         }
+        futures::future::join_all(fresh.iter().map(|s| async move {
+            let _ = s.live().await;
+            let changed = self.rebuild_and_notify().await;
+            if changed.any() {
+                self.host.notify_changed(changed).await;
+            }
+        }))
+        .await;
         done
     }
 
