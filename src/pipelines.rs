@@ -118,6 +118,9 @@ impl Pipelines {
     /// Every pipeline checked against the catalog's `tools` (and the pipelines it calls),
     /// in config-independent call order.
     pub fn check(&self, tools: &[ToolSpec], limits: &Limits) -> Vec<PipelineState> {
+        if self.list.is_empty() {
+            return Vec::new();
+        }
         let mut specs: Vec<ToolSpec> = tools.to_vec();
         let mut states = Vec::new();
         for pipeline in &self.list {

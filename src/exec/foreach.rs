@@ -86,13 +86,9 @@ impl Loop {
     ) {
         self.running += 1;
         self.records[k] = Some(ItemRecord {
-            index: k,
-            status: StepStatus::Skipped,
-            error: None,
             args,
             warnings,
-            attempts: 0,
-            duration_ms: None,
+            ..ItemRecord::unstarted(k)
         });
     }
 
@@ -107,15 +103,7 @@ impl Loop {
         if let Some(value) = outcome.output {
             self.outputs[k] = value;
         }
-        let record = self.records[k].get_or_insert_with(|| ItemRecord {
-            index: k,
-            status: StepStatus::Skipped,
-            error: None,
-            args: None,
-            warnings: Vec::new(),
-            attempts: 0,
-            duration_ms: None,
-        });
+        let record = self.records[k].get_or_insert_with(|| ItemRecord::unstarted(k));
         record.status = outcome.status;
         record.error = outcome.error;
         record.attempts = outcome.attempts;

@@ -138,6 +138,21 @@ pub struct ItemRecord {
     pub duration_ms: Option<f64>,
 }
 
+impl ItemRecord {
+    /// The record of item `index` before it runs: skipped, nothing yet.
+    pub(crate) fn unstarted(index: usize) -> Self {
+        Self {
+            index,
+            status: StepStatus::Skipped,
+            error: None,
+            args: None,
+            warnings: Vec::new(),
+            attempts: 0,
+            duration_ms: None,
+        }
+    }
+}
+
 /// One named output selection after the run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Selection {

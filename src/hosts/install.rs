@@ -109,10 +109,10 @@ pub fn install(
     if !dry_run {
         // A backup from an earlier install is the original: keep it.
         if !backup.exists() {
-            write_file(&backup, &read.text, file)?;
+            write_file(&backup, &read.text, file, None)?;
         }
         write_atomically(file, &read.text, &new)?;
-        write_file(&stamp_of(file), &digest(&new), file)?;
+        write_file(&stamp_of(file), &digest(&new), file, None)?;
     }
     Ok(Installed {
         diff,
@@ -171,8 +171,14 @@ fn installed_unchanged(file: &Path, text: &str) -> bool {
 }
 
 /// Writes a file beside `like` through a temporary file, synced, and a rename, with
-/// `like`'s permissions (a host file may hold secrets, and so may its copies).
-fn write_file(path: &Path, text: &str, like: &Path) -> Result<(), HostError> {
+/// `like`'s permissions (a host file may hold secrets, and so may its copies). With
+/// `unchanged`, the rename happens only while the file still holds that text.
+fn write_file(
+    path: &Path,
+    text: &str,
+    like: &Path,
+    unchanged: Option<&str>,
+) -> Result<(), HostError> {
     use std::io::Write as _;
     let temp = suffixed(path, ".planmux-tmp");
     let mut out = std::fs::File::create(&temp).map_err(|e| write_error(&temp, &e))?;
@@ -182,6 +188,19 @@ fn write_file(path: &Path, text: &str, like: &Path) -> Result<(), HostError> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.sync_all())
         .map_err(|e| write_error(&temp, &e))?;
+    if let Some(read) = unchanged {
+        let now = std::fs::read_to_string(path).map_err(|error| HostError::Read {
+            path: path.display().to_string(),
+            error,
+        })?;
+        if now != read {
+            let _ = std::fs::remove_file(&temp);
+            return Err(HostError::Write {
+                path: path.display().to_string(),
+                message: "it changed while planmux was editing it; nothing was written, run the command again".into(),
+            });
+        }
+    }
     std::fs::rename(&temp, path).map_err(|e| write_error(path, &e))
 }
 
@@ -271,25 +290,5 @@ fn write_error(path: &Path, error: &std::io::Error) -> HostError {
 /// reads half a file; refused when the file no longer holds `read` (someone changed it
 /// since). The file keeps its permissions.
 fn write_atomically(file: &Path, read: &str, new: &str) -> Result<(), HostError> {
-    use std::io::Write as _;
-    let temp = suffixed(file, ".planmux-tmp");
-    let mut out = std::fs::File::create(&temp).map_err(|e| write_error(&temp, &e))?;
-    if let Ok(meta) = std::fs::metadata(file) {
-        let _ = std::fs::set_permissions(&temp, meta.permissions());
-    }
-    out.write_all(new.as_bytes())
-        .and_then(|()| out.sync_all())
-        .map_err(|e| write_error(&temp, &e))?;
-    let now = std::fs::read_to_string(file).map_err(|error| HostError::Read {
-        path: file.display().to_string(),
-        error,
-    })?;
-    if now != read {
-        let _ = std::fs::remove_file(&temp);
-        return Err(HostError::Write {
-            path: file.display().to_string(),
-            message: "it changed while planmux was editing it; nothing was written, run the command again".into(),
-        });
-    }
-    std::fs::rename(&temp, file).map_err(|e| write_error(file, &e))
+    write_file(file, new, file, Some(read))
 }

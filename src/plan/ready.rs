@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::issue::describe_value;
 use super::resolve::ResolveWarning;
 use super::template::RefSource;
-use super::validated::{PlannedStep, StepKind};
+use super::validated::{PlannedStep, StepKind, with_inputs};
 
 /// The reason recorded for a step whose `when` does not hold.
 pub const CONDITION_FALSE: &str = "condition false";
@@ -37,12 +37,7 @@ impl PlannedStep {
         inputs: &'a Value,
         lookup: &dyn Fn(&RefSource) -> Option<&'a Value>,
     ) -> (Prepared, Vec<ResolveWarning>) {
-        let full = |source: &RefSource| -> Option<&'a Value> {
-            match source {
-                RefSource::Input => Some(inputs),
-                other => lookup(other),
-            }
-        };
+        let full = with_inputs(inputs, lookup);
         let mut warnings = Vec::new();
         if let Some(when) = &self.when {
             match when.holds(&full, &mut warnings) {

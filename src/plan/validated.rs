@@ -167,12 +167,7 @@ impl PlannedStep {
         inputs: &'a Value,
         lookup: &dyn Fn(&RefSource) -> Option<&'a Value>,
     ) -> (Value, Vec<ResolveWarning>) {
-        let full = |source: &RefSource| -> Option<&'a Value> {
-            match source {
-                RefSource::Input => Some(inputs),
-                other => lookup(other),
-            }
-        };
+        let full = with_inputs(inputs, lookup);
         let mut warnings = Vec::new();
         let mut args = self.args.resolve(&full, &mut warnings);
         if let (Some(pipe), Value::Object(map)) = (&self.pipe, &mut args)
@@ -238,6 +233,20 @@ impl PlannedStep {
         self.output_slots
             .as_ref()
             .is_some_and(|slots| slots.error.is_some())
+    }
+}
+
+/// `lookup`, with the plan's `inputs` supplied for [`RefSource::Input`].
+pub(super) fn with_inputs<'a, 'l>(
+    inputs: &'a Value,
+    lookup: &'l dyn Fn(&RefSource) -> Option<&'a Value>,
+) -> impl Fn(&RefSource) -> Option<&'a Value> + 'l
+where
+    'a: 'l,
+{
+    move |source: &RefSource| match source {
+        RefSource::Input => Some(inputs),
+        other => lookup(other),
     }
 }
 

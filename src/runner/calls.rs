@@ -89,8 +89,12 @@ impl Default for Nesting {
 }
 
 impl Nesting {
-    /// The tools a plan may call: `catalog`'s, and the pipelines that can run now.
-    pub fn specs(&self, catalog: &[ToolSpec]) -> Vec<ToolSpec> {
+    /// The tools a plan may call: `catalog`'s, and the pipelines that can run now. Every
+    /// plan check asks: without pipelines the catalog is lent, not copied.
+    pub fn specs<'a>(&self, catalog: &'a [ToolSpec]) -> std::borrow::Cow<'a, [ToolSpec]> {
+        if self.pipelines.is_empty() {
+            return std::borrow::Cow::Borrowed(catalog);
+        }
         let mut specs = catalog.to_vec();
         specs.extend(
             self.pipelines
@@ -98,7 +102,7 @@ impl Nesting {
                 .into_iter()
                 .filter_map(|state| state.ready.ok().map(|ready| ready.spec)),
         );
-        specs
+        std::borrow::Cow::Owned(specs)
     }
 }
 
@@ -142,7 +146,8 @@ impl PlanCalls {
             InvokeError::Rejected(format!("pipeline '{name}' is no longer configured"))
         })?;
         let arguments = Pipelines::arguments(pipeline, args);
-        let specs = nesting.specs(self.downstreams.catalog().tool_specs());
+        let catalog = self.downstreams.catalog();
+        let specs = nesting.specs(catalog.tool_specs());
         let plan = prepare(&arguments, &specs, &nesting.limits).map_err(|issues| {
             InvokeError::Rejected(format!(
                 "pipeline '{name}' cannot run:\n{}",

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Upstream, tool_error};
 use crate::approval::{Channel, Request};
 use crate::exec::{ItemRecord, Observer, StepRecord, StepStatus, is_error};
-use crate::pipelines::{PipelineState, Pipelines};
+use crate::pipelines::Pipelines;
 use crate::plan::{PlannedStep, ValidatedPlan, render_issues};
 use crate::policy::{Approval, Approver, Route};
 use crate::runner::Unchecked;
@@ -75,14 +75,15 @@ impl Upstream {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let state = self.runner.pipelines().into_iter().find(|s| s.name == name);
-        let Some(Ok(ready)) = state.map(|s| s.ready) else {
-            let why = match self.runner.pipelines().into_iter().find(|s| s.name == name) {
-                Some(PipelineState {
-                    ready: Err(why), ..
-                }) => why,
-                _ => "it is not configured".into(),
-            };
-            return Ok(tool_error(format!("pipeline '{name}' cannot run: {why}")).into());
+        let ready = match state.map(|s| s.ready) {
+            Some(Ok(ready)) => ready,
+            Some(Err(why)) => {
+                return Ok(tool_error(format!("pipeline '{name}' cannot run: {why}")).into());
+            }
+            None => {
+                let why = "it is not configured";
+                return Ok(tool_error(format!("pipeline '{name}' cannot run: {why}")).into());
+            }
         };
         // The checkpoint for the call itself ([policy] deny); its steps meet it in turn.
         self.downstreams
