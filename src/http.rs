@@ -4,8 +4,10 @@
 //! One set of downstreams and one plan runner serve every session; each session gets its
 //! own upstream handler from rmcp's `StreamableHttpService` (`/mcp`), so the progress,
 //! cancellation and approval of a call travel with that call's session. What a downstream
-//! server asks of a host on its own (sampling, elicitation, roots, log messages) is not
-//! relayed to any session: it cannot be told which one caused it (`HostLink::for_sessions`).
+//! server asks or says during a call (sampling, elicitation, roots, log messages) goes to
+//! the session whose call is in flight on it, on that call's stream; while no session or
+//! several have calls in flight there, to none (`HostLink::for_sessions`). Resource
+//! updates go to the sessions that subscribed; list changes to all.
 //!
 //! servers.toml is reloaded on SIGHUP or when it changes (`crate::reload`).
 //!
@@ -33,7 +35,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::downstream::{Downstreams, HostLink};
+use crate::downstream::{Downstreams, HostLink, fields};
 use crate::runner::PlanRunner;
 use crate::upstream::Upstream;
 
@@ -242,10 +244,22 @@ impl Front {
                     );
                     return response;
                 }
-                self.mcp.handle(request).await
+                let response = self.mcp.handle(request).await;
+                self.restored(response)
             }
             _ => plain(StatusCode::NOT_FOUND, "planmux serves MCP at /mcp"),
         }
+    }
+
+    /// rmcp's answer, with the tool-definition fields rmcp does not model put back into
+    /// any `tools/list` answer it carries (each frame is one SSE event, or the JSON body),
+    /// as the stdio front does.
+    fn restored(&self, response: Response<Body>) -> Response<Body> {
+        let downstreams = self.downstreams.clone();
+        response.map(move |body| {
+            body.map_frame(move |frame| frame.map_data(|data| restore_fields(data, &downstreams)))
+                .boxed()
+        })
     }
 
     /// Ready (200) once every server's first start has ended, 503 before: which are up,
@@ -288,6 +302,42 @@ impl Front {
             found | same(token.as_bytes(), given.as_bytes())
         })
     }
+}
+
+/// One SSE event (`data: MESSAGE` among its lines) or JSON body, with a tool list's
+/// unmodelled fields put back; anything else as it was.
+fn restore_fields(data: Bytes, downstreams: &Downstreams) -> Bytes {
+    let fields = |name: &str| downstreams.unmodelled_fields(name);
+    let restore = |json: &[u8]| {
+        if !fields::may_list_tools(json) {
+            return None;
+        }
+        let mut message: serde_json::Value = serde_json::from_slice(json).ok()?;
+        fields::restore_value(&mut message, fields).then(|| message.to_string())
+    };
+    if data.starts_with(b"{") {
+        return restore(&data).map_or(data, Bytes::from);
+    }
+    let mut changed = false;
+    let lines: Vec<std::borrow::Cow<'_, [u8]>> = data
+        .split(|b| *b == b'\n')
+        .map(|line| {
+            let Some(json) = line.strip_prefix(b"data:") else {
+                return line.into();
+            };
+            match restore(json.trim_ascii_start()) {
+                Some(text) => {
+                    changed = true;
+                    format!("data: {text}").into_bytes().into()
+                }
+                None => line.into(),
+            }
+        })
+        .collect();
+    if !changed {
+        return data;
+    }
+    Bytes::from(lines.join(&b'\n'))
 }
 
 /// Equal bytes, in a time that depends on their lengths only.

@@ -627,7 +627,7 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
         quiet: output.quiet,
     };
     let record = {
-        let run = runner.run(&checked.plan, approval, &observer, cancel.clone());
+        let run = runner.run(&checked.plan, approval, None, &observer, cancel.clone());
         tokio::pin!(run);
         tokio::select! {
             record = &mut run => record,

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Request, Tokens};
 use crate::config::{Config, PipelineConfig};
-use crate::downstream::{DownstreamError, Downstreams};
+use crate::downstream::{Caller, DownstreamError, Downstreams};
 use crate::exec::{Observer, RunRecord, RunStore, Settings, run};
 use crate::pipelines::{PipelineState, Pipelines};
 use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, schedule};
@@ -223,20 +223,21 @@ impl PlanRunner {
         request.decline(self.downstreams.policy(), by);
     }
 
-    /// Runs a validated plan and keeps its record. Steps that need approval are refused
-    /// at the checkpoint unless `approval` names them.
+    /// Runs a validated plan for `caller` (the host session that sent it, if any) and
+    /// keeps its record. Steps that need approval are refused at the checkpoint unless
+    /// `approval` names them.
     pub async fn run(
         &self,
         plan: &ValidatedPlan,
         approval: Option<Arc<Approval>>,
+        caller: Option<Caller>,
         observer: &dyn Observer,
         cancel: CancellationToken,
     ) -> Arc<RunRecord> {
-        let calls = Arc::new(PlanCalls::nested(
-            self.downstreams.clone(),
-            approval,
-            self.nesting.clone(),
-        ));
+        let calls = Arc::new(
+            PlanCalls::nested(self.downstreams.clone(), approval, self.nesting.clone())
+                .for_caller(caller),
+        );
         let settings = &self.nesting.settings;
         let record = Arc::new(run(plan, calls, settings, observer, cancel).await);
         self.runs.insert(record.clone());

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::APPROVE_PLAN_TOOL;
 use crate::config::ProxySettings;
-use crate::downstream::{DownstreamError, Downstreams, HostLink, ProgressSink};
+use crate::downstream::{Caller, DownstreamError, Downstreams, HostLink, Session};
 use crate::plan::EXECUTE_PLAN_TOOL;
 use crate::policy::{Confirm, Route};
 use crate::runner::PlanRunner;
@@ -48,11 +48,10 @@ pub struct Upstream {
     downstreams: Arc<Downstreams>,
     runner: Arc<PlanRunner>,
     host: Arc<HostLink>,
+    /// This host session (over HTTP, one `Upstream` per session).
+    session: Arc<Session>,
     /// Cancelled when planmux shuts down: every call in flight stops.
     shutdown: CancellationToken,
-    /// How many listen streams hold each resource URI: the downstream subscription is
-    /// made for the first and ended with the last.
-    listening: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
     /// How `tools/list` is shaped (`[proxy] surface`).
     shape: Arc<Shape>,
     /// Whether the last list was compact (what `execute_plan`'s description says).
@@ -90,8 +89,8 @@ impl Upstream {
             downstreams,
             runner,
             host,
+            session: Session::new(),
             shutdown,
-            listening: Arc::default(),
             shape: Arc::new(Shape::new(proxy)),
             compact: Arc::default(),
         }
@@ -113,26 +112,6 @@ impl Upstream {
         self.compact
             .store(decision.compact, std::sync::atomic::Ordering::Relaxed);
         decision.compact
-    }
-
-    /// Counts a listen stream's interest in `uri`: true when it is the first (`add`) or
-    /// the last (not `add`), when the downstream must be told.
-    fn hold(&self, uri: &str, add: bool) -> bool {
-        let mut counts = self
-            .listening
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = counts.entry(uri.to_owned()).or_default();
-        if add {
-            *count += 1;
-            return *count == 1;
-        }
-        *count = count.saturating_sub(1);
-        let last = *count == 0;
-        if last {
-            counts.remove(uri);
-        }
-        last
     }
 
     /// Waits for the servers' first start: in full for a host that ignores `list_changed`
@@ -292,7 +271,7 @@ impl ServerHandler for Upstream {
             .unwrap_or_default();
         let cancel = self.shutdown.child_token();
         for uri in &uris {
-            if !self.hold(uri, true) {
+            if !self.host.hold(uri, true) {
                 continue;
             }
             let params = SubscribeRequestParams::new(uri.clone());
@@ -304,7 +283,7 @@ impl ServerHandler for Upstream {
         context.cancelled().await;
         self.host.remove_listener(key);
         for uri in uris {
-            if self.hold(&uri, false) {
+            if self.host.hold(&uri, false) {
                 let params = UnsubscribeRequestParams::new(uri);
                 let _ = self.downstreams.unsubscribe(params, &cancel).await;
             }
@@ -317,12 +296,12 @@ impl ServerHandler for Upstream {
             .peer
             .peer_info()
             .is_some_and(|info| info.capabilities.roots.is_some());
-        self.host.joined(context.peer.clone());
+        self.host.joined(self.session.clone(), context.peer.clone());
         self.host.set(context.peer);
         self.host.set_initialized();
         // A server that asked for roots while the host was still connecting (and gave up)
-        // asks again.
-        if roots {
+        // asks again. Over HTTP, servers ask only during a session's call.
+        if roots && !self.host.is_shared() {
             self.downstreams.roots_changed().await;
         }
     }
@@ -334,6 +313,7 @@ impl ServerHandler for Upstream {
     ) -> Result<(), ErrorData> {
         tracing::debug!(level = ?request.level, "host set the log level");
         self.host.set_log_level(request.level);
+        self.session.log_level.set(request.level);
         Ok(())
     }
 
@@ -513,11 +493,20 @@ impl ServerHandler for Upstream {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // The server hears of the first subscription of any session, and its updates go
+        // to the sessions subscribed.
+        let uri = request.uri.clone();
+        if !self.session.subscribe(&uri) || !self.host.hold(&uri, true) {
+            return Ok(());
+        }
         let cancel = self.shutdown.child_token();
         let subscribe = self.downstreams.subscribe(request, &cancel);
-        cancellable(subscribe, &cancel, &context)
-            .await
-            .map_err(routed_error)
+        let result = cancellable(subscribe, &cancel, &context).await;
+        if result.is_err() {
+            self.session.unsubscribe(&uri);
+            self.host.hold(&uri, false);
+        }
+        result.map_err(routed_error)
     }
 
     async fn unsubscribe(
@@ -525,6 +514,10 @@ impl ServerHandler for Upstream {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // Only this session's own subscription ends; the server hears of the last one.
+        if !self.session.unsubscribe(&request.uri) || !self.host.hold(&request.uri, false) {
+            return Ok(());
+        }
         let cancel = self.shutdown.child_token();
         let unsubscribe = self.downstreams.unsubscribe(request, &cancel);
         cancellable(unsubscribe, &cancel, &context)
@@ -533,6 +526,11 @@ impl ServerHandler for Upstream {
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        if self.host.is_shared() {
+            // Servers shared by many sessions ask for roots only during a session's call
+            // (which session's roots would they be asking for otherwise?).
+            return;
+        }
         tracing::debug!("the host's roots changed; telling every server");
         self.downstreams.roots_changed().await;
     }
@@ -559,10 +557,7 @@ impl ServerHandler for Upstream {
         if self.is_pipeline(&request.name) {
             return self.call_pipeline(request, &context).await;
         }
-        let progress = context.meta.get_progress_token().map(|token| ProgressSink {
-            peer: context.peer.clone(),
-            token,
-        });
+        let caller = Caller::of(&context, &self.session);
         // The checkpoint: a denied tool is refused like an unknown one, saying why.
         let proof = self
             .downstreams
@@ -572,7 +567,7 @@ impl ServerHandler for Upstream {
         let cancel = self.shutdown.child_token();
         let call = self
             .downstreams
-            .call_tool(request, &proof, progress, &cancel);
+            .call_tool(request, &proof, Some(&caller), &cancel);
         tokio::pin!(call);
         let result = tokio::select! {
             result = &mut call => result,

@@ -276,7 +276,7 @@ async fn the_checkpoint_refuses_an_unapproved_write_whoever_runs_the_plan() -> R
     assert_eq!(asked.as_ref().map(|a| a.steps.len()), Some(1));
 
     let record = runner
-        .run(&checked.plan, None, &Quiet, cancel.clone())
+        .run(&checked.plan, None, None, &Quiet, cancel.clone())
         .await;
     let status = |id: &str| {
         record
@@ -293,7 +293,9 @@ async fn the_checkpoint_refuses_an_unapproved_write_whoever_runs_the_plan() -> R
 
     // The same plan with the approval the user gave runs the write.
     let approval = asked.map(|a| runner.approve(&a, Approver::Flag));
-    let record = runner.run(&checked.plan, approval, &Quiet, cancel).await;
+    let record = runner
+        .run(&checked.plan, approval, None, &Quiet, cancel)
+        .await;
     assert!(
         record
             .steps

@@ -260,3 +260,68 @@ async fn list_changes_reach_every_session() -> R {
     b.cancel().await?;
     Ok(())
 }
+
+/// The session's own roots, elicitation and log messages: what a server asks or says
+/// during a session's call reaches that session and no other, whether the call is direct
+/// or a plan's step; while calls of two sessions are in flight on it, neither is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_ask_and_tell_only_the_calling_session() -> R {
+    let front = Front::start("").await?;
+    let recorder = |root: &str| Recorder {
+        capable: true,
+        elicit: Elicit::Accept,
+        roots: std::sync::Arc::new(std::sync::Mutex::new(vec![root.to_owned()])),
+        ..Default::default()
+    };
+    let (first, second) = (recorder("file:///a"), recorder("file:///b"));
+    let a = front.client(first.clone(), None).await?;
+    let b = front.client(second.clone(), None).await?;
+    let ask = |kind: &str| call("chaos__ask_host", json!({ "kind": kind }));
+    let (ra, rb) = (
+        a.call_tool(ask("roots")).await?,
+        b.call_tool(ask("roots")).await?,
+    );
+    assert!(
+        text(&ra).contains("file:///a") && !text(&ra).contains("file:///b"),
+        "{}",
+        text(&ra)
+    );
+    assert!(text(&rb).contains("file:///b"), "{}", text(&rb));
+    // In a plan, the step's server asks the session that sent the plan.
+    let plan = json!({"steps": [{"id": "ask", "tool": "chaos__ask_host", "args": {"kind": "elicitation"}}]});
+    let planned = b.call_tool(call("execute_plan", plan)).await?;
+    assert!(text(&planned).contains("Ada"), "{}", text(&planned));
+    let asked = |r: &Recorder| r.seen.lock().map(|s| s.elicitations.len()).unwrap_or(0);
+    assert_eq!((asked(&first), asked(&second)), (0, 1));
+    let logged = a
+        .call_tool(call("chaos__log", json!({"message": "for a only"})))
+        .await?;
+    assert!(logged.is_error != Some(true), "{}", text(&logged));
+    let logs = |r: &Recorder| r.seen.lock().map(|s| s.logs.len()).unwrap_or(0);
+    for _ in 0..50 {
+        if logs(&first) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!((logs(&first), logs(&second)), (1, 0), "log messages");
+    // Calls of both sessions in flight on chaos: its request cannot be placed.
+    let (slow, refused) = tokio::join!(
+        a.call_tool(call("chaos__sleep", json!({"ms": 1500}))),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            b.call_tool(ask("elicitation")).await
+        }
+    );
+    slow?;
+    let refused = refused?;
+    assert!(
+        text(&refused).contains("several HTTP sessions"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!((asked(&first), asked(&second)), (0, 1), "nobody was asked");
+    a.cancel().await?;
+    b.cancel().await?;
+    Ok(())
+}

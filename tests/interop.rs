@@ -1432,9 +1432,13 @@ async fn the_python_and_typescript_sdks_use_the_http_front_with_a_token() -> any
     let python = support::python();
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("servers.toml");
+    // server-everything too: its tools carry a field rmcp does not model (`execution`).
     std::fs::write(
         &config,
-        "[http]\ntokens = [\"${PLANMUX_TEST_TOKEN}\"]\n\n[servers.weather]\nbuiltin = \"weather\"\n\n[servers.chaos]\nbuiltin = \"chaos\"\n",
+        format!(
+            "[http]\ntokens = [\"${{PLANMUX_TEST_TOKEN}}\"]\n\n[servers.weather]\nbuiltin = \"weather\"\n\n[servers.chaos]\nbuiltin = \"chaos\"\n\n{}",
+            everything_config("")
+        ),
     )?;
     let token = "interop-token-0123456789";
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -1516,6 +1520,11 @@ async fn the_python_and_typescript_sdks_use_the_http_front_with_a_token() -> any
             assert!(
                 summary["echo"].to_string().contains("over http"),
                 "ts: {summary}"
+            );
+            assert_eq!(
+                summary["execution"],
+                serde_json::json!({"taskSupport": "forbidden"}),
+                "the tool fields rmcp does not model reach HTTP hosts too: {summary}"
             );
         }
     }

@@ -93,7 +93,9 @@ async fn run_plan(scenario: &Scenario, runner: &PlanRunner) -> anyhow::Result<Ar
         .approval
         .as_ref()
         .map(|asked| runner.approve(asked, Approver::Flag));
-    let record = runner.run(&checked.plan, approval, &Quiet, cancel).await;
+    let record = runner
+        .run(&checked.plan, approval, None, &Quiet, cancel)
+        .await;
     for step in &record.steps {
         let warnings: Vec<String> = step.warnings.iter().map(ToString::to_string).collect();
         ensure!(

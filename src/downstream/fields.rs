@@ -1,7 +1,8 @@
 //! Tool definition fields that rmcp's `Tool` type does not model (a newer protocol's
 //! `execution`, a vendor's extension): kept from a server's raw `tools/list` answers, so
 //! planmux can put them back into its own `tools/list` and lose nothing it does not
-//! interpret. Seen only on line transports (stdio and built-in servers).
+//! interpret. Seen only on line transports (stdio and built-in servers); put back on
+//! both fronts (stdio and HTTP).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -33,10 +34,7 @@ impl ToolFields {
     /// Looks at one message from the server: when it is a `tools/list` answer, keeps each
     /// tool's fields that rmcp's type leaves out.
     pub fn note(&self, text: &[u8]) {
-        // A tool list names `tools` near its start (after `jsonrpc` and `id` at most);
-        // anything else is not parsed twice, nor scanned whole.
-        let head = &text[..text.len().min(256)];
-        if !head.windows(8).any(|w| w == b"\"tools\":") {
+        if !may_list_tools(text) {
             return;
         }
         let Ok(message) = serde_json::from_slice::<Value>(text) else {
@@ -88,25 +86,39 @@ pub fn restore(
     let ServerResult::ListToolsResult(list) = &response.result else {
         return None;
     };
-    let found: Vec<(usize, JsonObject)> = list
-        .tools
-        .iter()
-        .enumerate()
-        .filter_map(|(i, tool)| Some((i, fields(&tool.name)?)))
-        .collect();
-    if found.is_empty() {
+    if !list.tools.iter().any(|tool| fields(&tool.name).is_some()) {
         return None;
     }
     let mut value = serde_json::to_value(message).ok()?;
-    let tools = value.get_mut("result")?.get_mut("tools")?.as_array_mut()?;
-    for (i, extra) in found {
-        if let Some(Value::Object(tool)) = tools.get_mut(i) {
-            for (key, field) in extra {
-                tool.entry(key).or_insert(field);
-            }
-        }
-    }
+    restore_value(&mut value, fields);
     serde_json::to_vec(&value).ok()
+}
+
+/// [`restore`] on a message already encoded (the HTTP front sees rmcp's output only so):
+/// puts the unmodelled fields back into a `tools/list` answer; whether any were.
+pub fn restore_value(message: &mut Value, fields: impl Fn(&str) -> Option<JsonObject>) -> bool {
+    let Some(Value::Array(tools)) = message.get_mut("result").and_then(|r| r.get_mut("tools"))
+    else {
+        return false;
+    };
+    let mut restored = false;
+    for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+        let Some(extra) = tool.get("name").and_then(Value::as_str).and_then(&fields) else {
+            continue;
+        };
+        for (key, field) in extra {
+            tool.entry(key).or_insert(field);
+        }
+        restored = true;
+    }
+    restored
+}
+
+/// Whether an encoded message may be a tool list: it names `tools` near its start (after
+/// `jsonrpc` and `id` at most), so nothing else is parsed twice, nor scanned whole.
+pub fn may_list_tools(text: &[u8]) -> bool {
+    let head = &text[..text.len().min(256)];
+    head.windows(8).any(|w| w == b"\"tools\":")
 }
 
 #[cfg(test)]

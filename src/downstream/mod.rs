@@ -1,7 +1,7 @@
 //! The downstream servers: starting them together, the merged catalog, routing a call to
 //! the right one, refreshing on list changes and reconnects, and shutting them all down.
 
-mod fields;
+pub mod fields;
 mod relay;
 mod resources;
 mod server;
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use fields::restore as restore_tool_fields;
-pub use relay::{Changed, HostLink, ProgressSink};
+pub use relay::{Caller, Changed, HostLink, LogLevel, Session};
 pub use server::{Offer, Server, State};
 
 use crate::catalog::{Catalog, Pins, Resources, ServerResources, ServerTools};
@@ -390,13 +390,14 @@ impl Downstreams {
     }
 
     /// Routes a `tools/call` by exported name to its server and returns the answer as the
-    /// server gave it. `proof` is the checkpoint's for this very tool. `progress` is
-    /// where the host wants progress notifications.
+    /// server gave it. `proof` is the checkpoint's for this very tool. `caller` is the
+    /// host session the call is for: where its progress, and what the server asks or
+    /// says meanwhile, go.
     pub async fn call_tool(
         &self,
         mut params: CallToolRequestParams,
         proof: &Authorized,
-        progress: Option<ProgressSink>,
+        caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
         if proof.tool() != params.name {
@@ -428,7 +429,7 @@ impl Downstreams {
         let cancel = cancel.child_token();
         let shutdown = self.shutdown.clone();
         let result = tokio::select! {
-            result = server.call(params, proof, progress, &cancel) => result,
+            result = server.call(params, proof, caller, &cancel) => result,
             () = shutdown.cancelled() => {
                 cancel.cancel();
                 Err(DownstreamError::Closed { server: entry.server.clone() })

@@ -5,18 +5,21 @@
 // Sampling, roots and logging are deprecated by SEP-2577 but hosts and servers still use them.
 #![allow(deprecated)]
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use rmcp::model::GetExtensions;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ErrorCode, Implementation, ListRootsRequest, ListRootsResult, LoggingLevel,
-    LoggingMessageNotificationParam, ProgressToken, ResourceUpdatedNotificationParam,
-    ServerRequest,
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientResult,
+    CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ErrorCode, Implementation, ListRootsRequest,
+    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressToken, RequestId,
+    ResourceUpdatedNotificationParam, ServerRequest,
 };
-use rmcp::service::{NotificationContext, RequestContext, SubscriptionSink};
+use rmcp::service::{
+    NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, SubscriptionSink,
+};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
 use tokio::sync::Notify;
 
@@ -39,16 +42,136 @@ pub struct HostLink {
     /// `subscriptions/listen` streams of hosts on protocol 2026-07-28, by request.
     listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
     next_listener: AtomicU64,
-    /// The least severe log level the host wants (`logging/setLevel`); `None`: all.
-    log_level: RwLock<Option<LoggingLevel>>,
-    /// Many hosts at once (`serve --http`): a server's request or message cannot be told
-    /// apart by the session whose call caused it, so none is relayed to any session —
-    /// never to the wrong one. Each session's own calls keep their progress,
-    /// cancellation and approval, which travel with the call.
+    /// The log level the host set (`logging/setLevel`).
+    log_level: LogLevel,
+    /// Many hosts at once (`serve --http`): what a server asks or says goes to the
+    /// session whose call is in flight on it (see [`Self::caller_of`]), never another.
     sessions: bool,
-    /// With many sessions: every session's peer, for what may go to all of them (lists
-    /// changed); closed ones are dropped as they are met.
-    everyone: RwLock<Vec<Peer<RoleServer>>>,
+    /// With many sessions: every session and its peer, for what goes to all of them
+    /// (lists changed) or to those that subscribed (resource updates); closed ones are
+    /// dropped as they are met.
+    everyone: RwLock<Vec<(Arc<Session>, Peer<RoleServer>)>>,
+    /// With many sessions: the downstream calls in flight and whom each is for.
+    calls: Mutex<Vec<InFlight>>,
+    next_call: AtomicU64,
+    /// How many sessions (or listen streams) are subscribed to each resource URI: the
+    /// downstream subscription is made for the first and ended with the last.
+    interest: Mutex<HashMap<String, usize>>,
+}
+
+/// A downstream call in flight for a session.
+struct InFlight {
+    key: u64,
+    server: String,
+    caller: Caller,
+}
+
+/// The least severe log level a host wants (`logging/setLevel`); unset: all.
+#[derive(Default)]
+pub struct LogLevel(RwLock<Option<LoggingLevel>>);
+
+impl LogLevel {
+    /// The host asked for messages at `level` or more severe.
+    pub fn set(&self, level: LoggingLevel) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Some(level);
+    }
+
+    /// Whether the host wants messages at `level`.
+    fn wants(&self, level: LoggingLevel) -> bool {
+        let min = *self.0.read().unwrap_or_else(PoisonError::into_inner);
+        // LoggingLevel lists its variants from least to most severe.
+        min.is_none_or(|min| level as u8 >= min as u8)
+    }
+}
+
+/// One host session, and what it asked for itself: its log level and the resources it
+/// subscribed to. With one host (stdio) there is one; over HTTP, one per session.
+#[derive(Default)]
+pub struct Session {
+    id: u64,
+    pub log_level: LogLevel,
+    subscribed: Mutex<HashSet<String>>,
+}
+
+impl Session {
+    /// A session with an id no other session of this process has.
+    pub fn new() -> Arc<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Arc::new(Self {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            ..Self::default()
+        })
+    }
+
+    /// Records a subscription to `uri`: whether it is new for this session.
+    pub fn subscribe(&self, uri: &str) -> bool {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uri.to_owned())
+    }
+
+    /// Ends a subscription to `uri`: whether this session had it.
+    pub fn unsubscribe(&self, uri: &str) -> bool {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uri)
+    }
+
+    fn subscribed_to(&self, uri: &str) -> bool {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(uri)
+    }
+}
+
+/// Whom a downstream call is made for: the session whose request caused it, that
+/// request, and the progress token the host gave for it (a plan's steps have none).
+#[derive(Clone)]
+pub struct Caller {
+    pub peer: Peer<RoleServer>,
+    pub session: Arc<Session>,
+    /// The host's request: over HTTP, a server's request during the call rides that
+    /// request's stream.
+    pub request: RequestId,
+    pub progress: Option<ProgressToken>,
+}
+
+impl Caller {
+    /// The caller of the host's request in `context`, on `session`.
+    pub fn of(context: &RequestContext<RoleServer>, session: &Arc<Session>) -> Self {
+        Self {
+            peer: context.peer.clone(),
+            session: session.clone(),
+            request: context.id.clone(),
+            progress: context.meta.get_progress_token(),
+        }
+    }
+
+    /// The same caller, for calls whose progress is not relayed (a plan's steps: the
+    /// plan reports its own).
+    pub fn without_progress(mut self) -> Self {
+        self.progress = None;
+        self
+    }
+}
+
+/// A call's place in [`HostLink`]'s calls in flight, given up when dropped.
+pub(crate) struct Calling<'a> {
+    host: &'a HostLink,
+    key: u64,
+}
+
+impl Drop for Calling<'_> {
+    fn drop(&mut self) {
+        self.host
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|call| call.key != self.key);
+    }
 }
 
 impl HostLink {
@@ -60,8 +183,8 @@ impl HostLink {
         }
     }
 
-    /// The link of `serve --http`, shared by every session: it relays nothing a server
-    /// asks on its own (see the `sessions` field).
+    /// The link of `serve --http`, shared by every session: what a server asks or says
+    /// goes to the session whose call is in flight on it (see the `sessions` field).
     pub fn for_sessions() -> Self {
         Self {
             sessions: true,
@@ -81,15 +204,74 @@ impl HostLink {
 
     /// A session finished its handshake (called once per session): with many sessions,
     /// it hears from now on what goes to all of them.
-    pub fn joined(&self, peer: Peer<RoleServer>) {
+    pub fn joined(&self, session: Arc<Session>, peer: Peer<RoleServer>) {
         if self.sessions {
             let mut everyone = self
                 .everyone
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            everyone.retain(|p| !p.is_transport_closed());
-            everyone.push(peer);
+            everyone.retain(|(_, p)| !p.is_transport_closed());
+            everyone.push((session, peer));
         }
+    }
+
+    /// Whether many sessions share this link (`serve --http`).
+    pub fn is_shared(&self) -> bool {
+        self.sessions
+    }
+
+    /// Notes a call to `server` in flight for `caller`, until the returned guard drops.
+    /// Only with many sessions: one host needs no telling apart.
+    pub(crate) fn calling(&self, server: &str, caller: Option<&Caller>) -> Option<Calling<'_>> {
+        let caller = caller.filter(|_| self.sessions)?;
+        let key = self.next_call.fetch_add(1, Ordering::Relaxed);
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(InFlight {
+                key,
+                server: server.to_owned(),
+                caller: caller.clone(),
+            });
+        Some(Calling { host: self, key })
+    }
+
+    /// With many sessions, whom what `server` asks or says now is for: the session
+    /// whose calls are in flight on it (its oldest call). MCP gives a server's request
+    /// no link to the call that caused it, so when no session or several have calls in
+    /// flight there, no session is chosen and the reason is returned.
+    pub(crate) fn caller_of(&self, server: &str) -> Result<Caller, String> {
+        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut on_server = calls.iter().filter(|c| c.server == server);
+        let Some(first) = on_server.next() else {
+            return Err(format!(
+                "no call is in flight on '{server}', so planmux cannot tell which HTTP session it is for"
+            ));
+        };
+        if on_server.any(|c| c.caller.session.id != first.caller.session.id) {
+            return Err(format!(
+                "calls of several HTTP sessions are in flight on '{server}', so planmux cannot tell which one it is for"
+            ));
+        }
+        Ok(first.caller.clone())
+    }
+
+    /// Counts interest in `uri` (a session's subscription or a listen stream's): true
+    /// when it is the first (`add`) or the last (not `add`), when the downstream must be
+    /// told.
+    pub fn hold(&self, uri: &str, add: bool) -> bool {
+        let mut counts = self.interest.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(uri.to_owned()).or_default();
+        if add {
+            *count += 1;
+            return *count == 1;
+        }
+        *count = count.saturating_sub(1);
+        let last = *count == 0;
+        if last {
+            counts.remove(uri);
+        }
+        last
     }
 
     /// The host's peer, if a host is connected.
@@ -143,11 +325,9 @@ impl HostLink {
     /// 2026-07-28 host takes no requests from a server: nothing is offered. Before any host
     /// connects (and for `planmux run`), the usual set; requests then fail clearly.
     pub fn offer(&self) -> ClientCapabilities {
-        if self.sessions {
-            // Nothing a server could ask of a host can be relayed.
-            return ClientCapabilities::default();
-        }
-        let Some(peer) = self.get() else {
+        // With many sessions, the usual set: each request goes to the calling session,
+        // and fails clearly if it does not support it.
+        let Some(peer) = self.get().filter(|_| !self.sessions) else {
             return ClientCapabilities::builder()
                 .enable_roots()
                 .enable_sampling()
@@ -165,22 +345,10 @@ impl HostLink {
         offer
     }
 
-    /// Relays only downstream log messages at `level` or more severe.
+    /// Relays only downstream log messages at `level` or more severe (one host; over
+    /// HTTP each session's own level applies).
     pub fn set_log_level(&self, level: LoggingLevel) {
-        *self
-            .log_level
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(level);
-    }
-
-    /// Whether the host wants log messages at `level`.
-    fn wants_log(&self, level: LoggingLevel) -> bool {
-        let min = *self
-            .log_level
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        // LoggingLevel lists its variants from least to most severe.
-        min.is_none_or(|min| level as u8 >= min as u8)
+        self.log_level.set(level);
     }
 
     /// Keeps a listen stream until [`Self::remove_listener`] with the returned key.
@@ -212,14 +380,7 @@ impl HostLink {
             .into_iter()
             .collect();
         // Every HTTP session: what changed is the same for all, and says nothing of any.
-        peers.extend(
-            self.everyone
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter()
-                .filter(|p| !p.is_transport_closed() && p.peer_info().is_some())
-                .cloned(),
-        );
+        peers.extend(self.sessions_where(|_| true));
         for peer in peers {
             if changed.tools {
                 let _ = peer.notify_tool_list_changed().await;
@@ -244,10 +405,30 @@ impl HostLink {
         }
     }
 
-    /// Tells the host a resource it subscribed to was updated (URI as the server gave it).
+    /// The peers of the open HTTP sessions for which `wanted` holds.
+    fn sessions_where(&self, wanted: impl Fn(&Session) -> bool) -> Vec<Peer<RoleServer>> {
+        self.everyone
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(session, peer)| {
+                !peer.is_transport_closed() && peer.peer_info().is_some() && wanted(session)
+            })
+            .map(|(_, peer)| peer.clone())
+            .collect()
+    }
+
+    /// Tells the host a resource it subscribed to was updated (URI as the server gave
+    /// it); over HTTP, each session that subscribed to it.
     pub async fn notify_resource_updated(&self, params: ResourceUpdatedNotificationParam) {
         let ready = self.initialized.load(Ordering::Acquire);
-        if let Some(peer) = self.get().filter(|p| ready && p.peer_info().is_some()) {
+        let mut peers: Vec<Peer<RoleServer>> = self
+            .get()
+            .filter(|p| ready && p.peer_info().is_some())
+            .into_iter()
+            .collect();
+        peers.extend(self.sessions_where(|s| s.subscribed_to(&params.uri)));
+        for peer in peers {
             let _ = peer.notify_resource_updated(params.clone()).await;
         }
         for sink in self.sinks() {
@@ -270,7 +451,7 @@ impl HostLink {
         let Some(peer) = self.ready() else {
             return;
         };
-        if !self.wants_log(LoggingLevel::Warning) {
+        if !self.log_level.wants(LoggingLevel::Warning) {
             return;
         }
         let mut param = LoggingMessageNotificationParam::new(
@@ -322,14 +503,6 @@ impl Changed {
     pub fn any(self) -> bool {
         self.tools || self.prompts || self.resources
     }
-}
-
-/// Where a call's progress notifications go: the host's peer and the token the host gave
-/// (rmcp chooses its own token for each downstream request).
-#[derive(Clone)]
-pub struct ProgressSink {
-    pub peer: Peer<RoleServer>,
-    pub token: ProgressToken,
 }
 
 /// Servers whose tools must be listed again (they said their list changed, or
@@ -396,6 +569,72 @@ fn relay_error(what: &str, error: rmcp::service::ServiceError) -> ErrorData {
     }
 }
 
+impl Relay {
+    /// Where this server's request goes: the host (one host), or the session whose call
+    /// is in flight on it (many), with its capabilities and, for the latter, the
+    /// session's request the server's request belongs to.
+    async fn target(
+        &self,
+        what: &str,
+    ) -> Result<(Peer<RoleServer>, ClientCapabilities, Option<RequestId>), ErrorData> {
+        if !self.host.sessions {
+            let (peer, caps) = self
+                .host
+                .capabilities()
+                .await
+                .ok_or_else(|| unsupported(what))?;
+            return Ok((peer, caps, None));
+        }
+        let caller = self.host.caller_of(&self.server).map_err(|why| {
+            ErrorData::internal_error(format!("planmux did not relay {what}: {why}"), None)
+        })?;
+        // A 2026-07-28 session takes no requests from a server.
+        let caps = caller
+            .peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+            .ok_or_else(|| unsupported(what))?;
+        Ok((caller.peer, caps, Some(caller.request)))
+    }
+
+    /// Relays `request` to the host [`Self::target`] chose, if it `supported` it, and
+    /// waits for the answer; a server that gives up on its request has the host's copy
+    /// cancelled too (its dialog closes).
+    async fn ask(
+        &self,
+        what: &str,
+        mut request: ServerRequest,
+        supported: impl Fn(&ClientCapabilities) -> bool,
+        context: &RequestContext<RoleClient>,
+    ) -> Result<ClientResult, ErrorData> {
+        let (peer, caps, origin) = self.target(what).await?;
+        if !supported(&caps) {
+            return Err(unsupported(what));
+        }
+        if let Some(origin) = origin {
+            // Over HTTP, on the stream of the session's call, as a direct server's would.
+            request
+                .extensions_mut()
+                .insert(OriginatingRequestId(origin));
+        }
+        let handle = peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| relay_error(what, e))?;
+        let id = handle.id.clone();
+        tokio::select! {
+            answer = handle.await_response() => answer.map_err(|e| relay_error(what, e)),
+            () = context.ct.cancelled() => {
+                let why = format!("the server cancelled its {what} request");
+                let param = CancelledNotificationParam::new(Some(id), Some(why.clone()));
+                let limit = std::time::Duration::from_secs(1);
+                let _ = tokio::time::timeout(limit, peer.notify_cancelled(param)).await;
+                Err(ErrorData::internal_error(why, None))
+            }
+        }
+    }
+}
+
 impl ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
         let capabilities = self.host.offer();
@@ -408,22 +647,11 @@ impl ClientHandler for Relay {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let (peer, caps) = self
-            .host
-            .capabilities()
-            .await
-            .ok_or_else(|| unsupported("sampling"))?;
-        if caps.sampling.is_none() {
-            return Err(unsupported("sampling"));
-        }
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-        match peer
-            .send_request(request)
-            .await
-            .map_err(|e| relay_error("sampling", e))?
-        {
+        let supported = |caps: &ClientCapabilities| caps.sampling.is_some();
+        match self.ask("sampling", request, supported, &context).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
             _ => Err(ErrorData::internal_error(
                 "the host answered sampling with something else",
@@ -434,22 +662,11 @@ impl ClientHandler for Relay {
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let (peer, caps) = self
-            .host
-            .capabilities()
-            .await
-            .ok_or_else(|| unsupported("roots"))?;
-        if caps.roots.is_none() {
-            return Err(unsupported("roots"));
-        }
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
-        match peer
-            .send_request(request)
-            .await
-            .map_err(|e| relay_error("roots/list", e))?
-        {
+        let supported = |caps: &ClientCapabilities| caps.roots.is_some();
+        match self.ask("roots", request, supported, &context).await? {
             ClientResult::ListRootsResult(result) => Ok(result),
             _ => Err(ErrorData::internal_error(
                 "the host answered roots/list with something else",
@@ -461,21 +678,13 @@ impl ClientHandler for Relay {
     async fn create_elicitation(
         &self,
         params: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let (peer, caps) = self
-            .host
-            .capabilities()
-            .await
-            .ok_or_else(|| unsupported("elicitation"))?;
-        if caps.elicitation.is_none() {
-            return Err(unsupported("elicitation"));
-        }
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-        match peer
-            .send_request(request)
-            .await
-            .map_err(|e| relay_error("elicitation", e))?
+        let supported = |caps: &ClientCapabilities| caps.elicitation.is_some();
+        match self
+            .ask("elicitation", request, supported, &context)
+            .await?
         {
             ClientResult::ElicitResult(result) => Ok(result),
             _ => Err(ErrorData::internal_error(
@@ -487,22 +696,32 @@ impl ClientHandler for Relay {
 
     async fn on_logging_message(
         &self,
-        params: LoggingMessageNotificationParam,
+        mut params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
         tracing::debug!(server = %self.server, level = ?params.level, "downstream log message");
-        if !self.host.wants_log(params.level) {
-            return;
-        }
-        if let Some(peer) = self.host.ready() {
-            let mut params = params;
-            let logger = params.logger.take();
-            params.logger = Some(match logger {
-                Some(name) => format!("{}/{name}", self.server),
-                None => self.server.clone(),
-            });
-            let _ = peer.notify_logging_message(params).await;
-        }
+        let peer = if self.host.sessions {
+            // Over HTTP, only to the session whose call is in flight, at its own level.
+            match self.host.caller_of(&self.server) {
+                Ok(caller) if caller.session.log_level.wants(params.level) => caller.peer,
+                Ok(_) => return,
+                Err(why) => {
+                    tracing::debug!(server = %self.server, %why, "log message not relayed");
+                    return;
+                }
+            }
+        } else {
+            match self.host.ready() {
+                Some(peer) if self.host.log_level.wants(params.level) => peer,
+                _ => return,
+            }
+        };
+        let logger = params.logger.take();
+        params.logger = Some(match logger {
+            Some(name) => format!("{}/{name}", self.server),
+            None => self.server.clone(),
+        });
+        let _ = peer.notify_logging_message(params).await;
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
 use super::fields::ToolFields;
-use super::relay::{Changes, HostLink, ProgressSink, Relay};
+use super::relay::{Caller, Changes, HostLink, Relay};
 use super::tap::ProgressRoutes;
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
@@ -426,19 +426,19 @@ impl Server {
         }
     }
 
-    /// Forwards one `tools/call` (its name already the downstream's) and returns the
-    /// downstream's answer unchanged. The only way to a downstream tool: it takes the
-    /// checkpoint's proof.
+    /// Forwards one `tools/call` (its name already the downstream's) for `caller` and
+    /// returns the downstream's answer unchanged. The only way to a downstream tool: it
+    /// takes the checkpoint's proof.
     pub(crate) async fn call(
         self: &Arc<Self>,
         params: CallToolRequestParams,
         _proof: &Authorized,
-        progress: Option<ProgressSink>,
+        caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
         let label = params.name.to_string();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.exchange(request, &label, progress, cancel).await? {
+        match self.exchange(request, &label, caller, cancel).await? {
             ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
             ServerResult::InputRequiredResult(result) => {
                 Ok(CallToolResponse::InputRequired(result))
@@ -462,14 +462,16 @@ impl Server {
     }
 
     /// Sends one request within the call timeout, following cancellation (the server is
-    /// told), with progress routed to `progress`; its answer, or why there is none.
+    /// told), with progress routed to `caller` if it asked for it; its answer, or why
+    /// there is none. While it is in flight, what the server asks or says is for `caller`.
     async fn exchange(
         self: &Arc<Self>,
         request: ClientRequest,
         label: &str,
-        progress: Option<ProgressSink>,
+        caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, DownstreamError> {
+        let _calling = self.host.calling(&self.config.name, caller);
         let server = &self.config.name;
         let tool = label.to_owned();
         let cancelled = || DownstreamError::Cancelled {
@@ -523,12 +525,13 @@ impl Server {
             }
         };
         // Progress goes to the host through a queue of this call's own, in wire order.
-        let forwarding = progress.map(|sink| {
+        let progress = caller.and_then(|c| Some((c.peer.clone(), c.progress.clone()?)));
+        let forwarding = progress.map(|(peer, token)| {
             let (route, mut queue) = live.routes.route(handle.progress_token.clone());
             let task = tokio::spawn(async move {
                 while let Some(mut param) = queue.recv().await {
-                    param.progress_token = sink.token.clone();
-                    let _ = sink.peer.notify_progress(param).await;
+                    param.progress_token = token.clone();
+                    let _ = peer.notify_progress(param).await;
                 }
             });
             (route, task)

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::Request;
-use crate::downstream::{DownstreamError, Downstreams};
+use crate::downstream::{Caller, DownstreamError, Downstreams};
 use crate::exec::{InvokeError, Invoker, RunRecord, Settings, run};
 use crate::pipelines::{PIPELINE_SERVER, Pipelines};
 use crate::plan::{Limits, PlannedStep, RESOURCE_TOOL, ToolSpec, prepare};
@@ -65,6 +65,8 @@ pub struct PlanCalls {
     downstreams: Arc<Downstreams>,
     approval: Option<Arc<Approval>>,
     nesting: Arc<Nesting>,
+    /// The host session the run is for: what a server asks during a step goes there.
+    caller: Option<Caller>,
 }
 
 /// What steps that call a pipeline need to run its plan.
@@ -123,7 +125,14 @@ impl PlanCalls {
             downstreams,
             approval,
             nesting,
+            caller: None,
         }
+    }
+
+    /// The same calls, made for `caller`.
+    pub fn for_caller(mut self, caller: Option<Caller>) -> Self {
+        self.caller = caller;
+        self
     }
 
     /// A step that calls a pipeline: past the checkpoint as one step of its tier (the
@@ -174,11 +183,10 @@ impl PlanCalls {
             },
             Err(why) => return Err(InvokeError::Rejected(why)),
         };
-        let calls = Arc::new(Self::nested(
-            self.downstreams.clone(),
-            approval,
-            nesting.clone(),
-        ));
+        let calls = Arc::new(
+            Self::nested(self.downstreams.clone(), approval, nesting.clone())
+                .for_caller(self.caller.clone()),
+        );
         // Boxed: a pipeline's plan may call a pipeline in turn.
         let running: std::pin::Pin<Box<dyn Future<Output = RunRecord> + Send + '_>> = Box::pin(
             run(&plan, calls, &nesting.settings, &crate::exec::Quiet, cancel),
@@ -231,7 +239,7 @@ impl Invoker for PlanCalls {
         };
         match self
             .downstreams
-            .call_tool(params, &proof, None, &cancel)
+            .call_tool(params, &proof, self.caller.as_ref(), &cancel)
             .await
         {
             Ok(CallToolResponse::Complete(result)) => {

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Upstream, tool_error};
 use crate::approval::{Channel, Request};
+use crate::downstream::Caller;
 use crate::exec::{ItemRecord, Observer, StepRecord, StepStatus, is_error};
 use crate::pipelines::Pipelines;
 use crate::plan::{PlannedStep, ValidatedPlan, render_issues};
@@ -316,7 +317,11 @@ impl Upstream {
             None => &crate::exec::Quiet,
         };
         let record = {
-            let run = self.runner.run(plan, approval, observer, cancel.clone());
+            // Each step's call is this session's: what its server asks comes back here.
+            let caller = Caller::of(context, &self.session).without_progress();
+            let run = self
+                .runner
+                .run(plan, approval, Some(caller), observer, cancel.clone());
             tokio::pin!(run);
             tokio::select! {
                 record = &mut run => record,

@@ -1,6 +1,7 @@
 // The official MCP TypeScript SDK as a remote host of planmux's HTTP front: connects to
 // the URL with `Authorization: Bearer TOKEN`, lists the tools, runs a plan with
-// execute_plan and calls a tool directly; prints a JSON summary.
+// execute_plan and calls a tool directly; prints a JSON summary (with everything__echo's
+// `execution`, a tool field rmcp does not model).
 //   node ts_http.mjs URL [TOKEN]
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -25,6 +26,7 @@ try {
   const echo = await client.callTool({ name: "chaos__echo", arguments: { said: "over http" } });
   console.log(JSON.stringify({
     tools: tools.map((t) => t.name),
+    execution: tools.find((t) => t.name === "everything__echo")?.execution ?? null,
     plan: plan.structuredContent,
     echo: echo.content.filter((c) => c.type === "text").map((c) => c.text),
     protocol: transport.protocolVersion ?? null,
