@@ -140,13 +140,16 @@ enum Command {
         /// config or plan
         what: String,
     },
-    /// Serve one built-in demo server over stdio.
+    /// Serve one built-in demo server over stdio (or streamable HTTP).
     Demo {
-        /// metrics, weather, files, chaos or hostile
+        /// metrics, weather, files, chaos, hostile or conformance
         name: DemoKind,
         /// Sandbox folder of the files demo.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Serve over streamable HTTP at this address (endpoint /mcp) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
     },
 }
 
@@ -196,8 +199,11 @@ fn start() -> Result<i32> {
 
 async fn run(cli: Cli) -> Result<i32> {
     match &cli.command {
-        Some(Command::Demo { name, root }) => {
-            planmux::demo::serve_stdio(*name, root.clone()).await?;
+        Some(Command::Demo { name, root, http }) => {
+            match http {
+                Some(addr) => planmux::demo::serve_http(*name, root.clone(), *addr).await?,
+                None => planmux::demo::serve_stdio(*name, root.clone()).await?,
+            }
             return Ok(0);
         }
         Some(Command::Import {

@@ -122,6 +122,7 @@ enum Builtin {
     Files,
     Chaos,
     Hostile,
+    Conformance,
 }
 
 /// One downstream server: `command` (stdio), `url` (streamable HTTP) or `builtin`.
@@ -221,5 +222,11 @@ mod tests {
             parsed.sort();
             assert_eq!(keys(def), parsed, "{def}");
         }
+        let builtins = &schema["$defs"]["Builtin"]["enum"];
+        let demos: Vec<&str> = crate::demo::DemoKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect();
+        assert_eq!(*builtins, serde_json::json!(demos), "the built-in servers");
     }
 }

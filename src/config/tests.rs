@@ -47,7 +47,7 @@ fn config_errors_name_file_section_and_key() {
         ),
         (
             "[servers.a]\nbuiltin = \"nope\"",
-            "servers.toml: [servers.a]: key 'builtin': unknown built-in server 'nope' (one of: metrics, weather, files, chaos, hostile)",
+            "servers.toml: [servers.a]: key 'builtin': unknown built-in server 'nope' (one of: metrics, weather, files, chaos, hostile, conformance)",
         ),
         (
             "[servers.a]\ncommand = 5",

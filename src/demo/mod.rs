@@ -7,6 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 mod chaos;
+mod conformance;
 mod files;
 mod hostile;
 mod metrics;
@@ -27,6 +28,8 @@ use serde_json::Value;
 
 use crate::wire::{Limits, LineTransport};
 
+pub use conformance::ConformanceServer;
+
 /// Which demo server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DemoKind {
@@ -40,16 +43,20 @@ pub enum DemoKind {
     Chaos,
     /// bomb, nest, stall_listing, endless_listing: hostile behaviour, for tests.
     Hostile,
+    /// The official conformance suite's fixture: `test_simple_text`, `test://static-text`,
+    /// `test_simple_prompt`, … (tools, resources, prompts, completions, logging).
+    Conformance,
 }
 
 impl DemoKind {
-    /// Every demo, in the order the default config lists them.
-    pub const ALL: [DemoKind; 5] = [
+    /// Every demo.
+    pub const ALL: [DemoKind; 6] = [
         Self::Metrics,
         Self::Weather,
         Self::Files,
         Self::Chaos,
         Self::Hostile,
+        Self::Conformance,
     ];
 
     /// The name used in `builtin = "…"` and `planmux demo …`.
@@ -60,6 +67,7 @@ impl DemoKind {
             Self::Files => "files",
             Self::Chaos => "chaos",
             Self::Hostile => "hostile",
+            Self::Conformance => "conformance",
         }
     }
 }
@@ -116,6 +124,7 @@ impl DemoServer {
     /// The tools it lists now.
     pub(crate) fn tools(&self) -> Vec<Tool> {
         match self.kind {
+            DemoKind::Conformance => conformance::tools(),
             DemoKind::Metrics => metrics::tools(),
             DemoKind::Weather => weather::tools(),
             DemoKind::Files => files::tools(),
@@ -137,6 +146,8 @@ impl DemoServer {
             DemoKind::Files => files::call(&self.root, name, &args),
             DemoKind::Chaos => chaos::call(name, &args, ctx, &self.state).await,
             DemoKind::Hostile => Ok(hostile::call(name, &args, ctx, &self.state.listing).await),
+            // Served by its own handler ([`serve_on`]); never reached.
+            DemoKind::Conformance => Ok(failure("the conformance demo has its own handler")),
         }
     }
 }
@@ -183,14 +194,84 @@ impl ServerHandler for DemoServer {
     }
 }
 
+/// Serves one demo over `transport` until the client disconnects.
+pub(crate) async fn serve_on<In>(
+    kind: DemoKind,
+    root: Option<PathBuf>,
+    transport: LineTransport<RoleServer, In>,
+) -> anyhow::Result<()>
+where
+    In: tokio::io::AsyncRead + Send + Unpin + 'static,
+{
+    use rmcp::ServiceExt;
+    if kind == DemoKind::Conformance {
+        ConformanceServer::new()
+            .serve(transport)
+            .await?
+            .waiting()
+            .await?;
+    } else {
+        DemoServer::new(kind, root)
+            .serve(transport)
+            .await?
+            .waiting()
+            .await?;
+    }
+    Ok(())
+}
+
 /// Serves one demo over this process's stdin/stdout until the client disconnects.
 pub async fn serve_stdio(kind: DemoKind, root: Option<PathBuf>) -> anyhow::Result<()> {
-    use rmcp::ServiceExt;
     let (read, write) = rmcp::transport::io::stdio_pipes();
     let transport = LineTransport::new(read, write, Limits::default(), "the client").serving();
-    let server = DemoServer::new(kind, root).serve(transport).await?;
-    server.waiting().await?;
-    Ok(())
+    serve_on(kind, root, transport).await
+}
+
+/// Serves one demo over streamable HTTP at `addr` (`/mcp`, a fresh instance per
+/// session, loopback hosts and origins only) until the process ends: to compare a server
+/// directly with the same server behind planmux.
+pub async fn serve_http(
+    kind: DemoKind,
+    root: Option<PathBuf>,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(addr = %listener.local_addr()?, demo = kind.name(), "serving over HTTP at /mcp");
+    if kind == DemoKind::Conformance {
+        accept(listener, || Ok(ConformanceServer::new())).await
+    } else {
+        accept(listener, move || Ok(DemoServer::new(kind, root.clone()))).await
+    }
+}
+
+/// Answers every connection on `listener` with rmcp's streamable-HTTP service.
+async fn accept<S: ServerHandler + Send + 'static>(
+    listener: tokio::net::TcpListener,
+    factory: impl Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_origins(["http://localhost:*", "http://127.0.0.1:*"])
+        .enforce_origin_validation();
+    let mcp = StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        let mcp = mcp.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let mcp = mcp.clone();
+                async move { Ok::<_, std::convert::Infallible>(mcp.handle(request).await) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
 }
 
 // ---- helpers shared by the demos ----

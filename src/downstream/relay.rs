@@ -9,13 +9,12 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use rmcp::model::GetExtensions;
 use rmcp::model::{
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientResult,
     CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ErrorCode, Implementation, ListRootsRequest,
-    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressToken, RequestId,
-    ResourceUpdatedNotificationParam, ServerRequest,
+    ElicitRequestParams, ElicitResult, ErrorCode, GetExtensions, Implementation, ListRootsRequest,
+    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressToken, ProtocolVersion,
+    RequestId, ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{
     NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, SubscriptionSink,
@@ -638,10 +637,14 @@ impl Relay {
 impl ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
         let capabilities = self.host.offer();
-        ClientConfig::new(
+        let mut config = ClientConfig::new(
             capabilities,
             Implementation::new("planmux", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        // planmux connects with `initialize`, which 2026-07-28 (rmcp's LATEST) does not
+        // have: name the newest version that does (servers answer with theirs).
+        config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+        config
     }
 
     async fn create_message(

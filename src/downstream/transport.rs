@@ -20,7 +20,6 @@ use super::fields::ToolFields;
 use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
 use crate::config::{ServerConfig, Transport};
-use crate::demo::DemoServer;
 use crate::wire::LineTransport;
 
 /// How many of a child's last stderr lines are kept to explain why it failed.
@@ -220,14 +219,9 @@ pub(crate) async fn connect(
         }
         Transport::Builtin { kind, root } => {
             let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-            let server = DemoServer::new(*kind, root.clone());
             let (read, write) = tokio::io::split(server_io);
             let served = LineTransport::new(read, write, config.wire, "planmux").serving();
-            tracker.spawn(async move {
-                if let Ok(running) = server.serve(served).await {
-                    let _ = running.waiting().await;
-                }
-            });
+            tracker.spawn(crate::demo::serve_on(*kind, root.clone(), served));
             let (read, write) = tokio::io::split(client_io);
             let transport = LineTransport::new(read, write, config.wire, peer_name(config))
                 .with_inbound(noting);
