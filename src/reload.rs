@@ -1,6 +1,6 @@
-//! Hot reload: SIGHUP, or a change of servers.toml on disk, re-reads the config and
-//! applies its servers (`Downstreams::reload`): only changed servers restart, and hosts
-//! get `list_changed`. An invalid file is refused with its error logged, and the running
+//! Hot reload: SIGHUP, or a change of servers.toml or servers.lock on disk, re-reads the
+//! config and the lock and applies them (`Downstreams::reload`): only changed servers
+//! restart, tools the lock now pins leave quarantine, and hosts get `list_changed`. An invalid file is refused with its error logged, and the running
 //! config stays. The other sections need a restart, which the log says.
 
 use std::path::PathBuf;
@@ -15,15 +15,17 @@ use crate::downstream::Downstreams;
 /// How often the file is looked at.
 const POLL: Duration = Duration::from_secs(1);
 
-/// Watches `config`'s file (when it came from one) until `stop`, reloading its servers on
-/// SIGHUP or when the file changes.
+/// Watches `config`'s file and its lock (when it came from a file) until `stop`,
+/// reloading on SIGHUP or when either changes.
 pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: CancellationToken) {
-    if config.lock_path.is_none() {
+    let Some(lock) = config.lock_path.clone() else {
         // The built-in config: no file to watch.
         return;
-    }
+    };
     let path = PathBuf::from(&config.source);
-    let mut seen = modified(&path);
+    // Both files' stamps: a change of either is a change.
+    let stamp = || (modified(&path), modified(&lock));
+    let mut seen = stamp();
     let mut running = config;
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     loop {
@@ -39,17 +41,17 @@ pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: Cancella
             () = stop.cancelled() => return,
             () = signalled => "SIGHUP",
             () = tokio::time::sleep(POLL) => {
-                let now = modified(&path);
+                let now = stamp();
                 if now == seen {
                     continue;
                 }
                 // An editor may be writing it: wait until it holds still for a poll.
                 tokio::time::sleep(POLL).await;
-                if modified(&path) != now {
+                if stamp() != now {
                     continue;
                 }
                 seen = now;
-                "the file changed"
+                "a file changed"
             }
         };
         // A file saved in place is empty for a moment; an empty config would stop every

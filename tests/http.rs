@@ -30,6 +30,10 @@ struct Front {
 
 impl Front {
     async fn start(extra: &str) -> anyhow::Result<Front> {
+        Self::start_with(extra, false).await
+    }
+
+    async fn start_with(extra: &str, stateless: bool) -> anyhow::Result<Front> {
         let dir = tempfile::tempdir()?;
         let text = format!(
             "[servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n[servers.chaos]\nbuiltin = \"chaos\"\n{extra}"
@@ -39,7 +43,7 @@ impl Front {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let options = HttpOptions {
             addr: "127.0.0.1:0".parse()?,
-            stateless: false,
+            stateless,
         };
         let task = tokio::spawn(async move {
             let ready = move |addr| {
@@ -323,5 +327,105 @@ async fn servers_ask_and_tell_only_the_calling_session() -> R {
     assert_eq!((asked(&first), asked(&second)), (0, 1), "nobody was asked");
     a.cancel().await?;
     b.cancel().await?;
+    Ok(())
+}
+
+/// Two sessions' calls at once, each with its progress token: each session hears its own
+/// call's progress only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reaches_only_the_session_that_asked() -> R {
+    use rmcp::model::{
+        CallToolRequest, ClientRequest, NumberOrString, ProgressToken, RequestMetaObject,
+    };
+    let front = Front::start("").await?;
+    let (first, second) = (Recorder::default(), Recorder::default());
+    let a = front.client(first.clone(), None).await?;
+    let b = front.client(second.clone(), None).await?;
+    let sleep = |token: &str| {
+        let token = ProgressToken(NumberOrString::String(token.into()));
+        let mut params = call("chaos__sleep", json!({"ms": 300, "steps": 3}));
+        params.meta = Some(RequestMetaObject::with_progress_token(token.clone()));
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = rmcp::service::PeerRequestOptions::with_timeout(Duration::from_secs(10))
+            .with_meta(RequestMetaObject::with_progress_token(token));
+        (request, options)
+    };
+    let ((ra, oa), (rb, ob)) = (sleep("a"), sleep("b"));
+    let (ha, hb) = tokio::join!(
+        a.send_cancellable_request(ra, oa),
+        b.send_cancellable_request(rb, ob)
+    );
+    let (ha, hb) = (ha?, hb?);
+    let (ta, tb) = (ha.progress_token.clone(), hb.progress_token.clone());
+    let (done_a, done_b) = tokio::join!(ha.await_response(), hb.await_response());
+    done_a?;
+    done_b?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let tokens = |r: &Recorder| -> Vec<ProgressToken> {
+        r.seen
+            .lock()
+            .map(|s| {
+                s.progress
+                    .iter()
+                    .map(|p| p.progress_token.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (pa, pb) = (tokens(&first), tokens(&second));
+    assert!(pa.len() >= 3 && pa.iter().all(|t| *t == ta), "a: {pa:?}");
+    assert!(pb.len() >= 3 && pb.iter().all(|t| *t == tb), "b: {pb:?}");
+    a.cancel().await?;
+    b.cancel().await?;
+    Ok(())
+}
+
+/// A resource update reaches the session that subscribed, not the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe is what 2025-11-25 sessions use
+async fn resource_updates_reach_the_subscribed_session_only() -> R {
+    let front = Front::start("[servers.conformance]\nbuiltin = \"conformance\"\n").await?;
+    let (first, second) = (Recorder::default(), Recorder::default());
+    let a = front.client(first.clone(), None).await?;
+    let b = front.client(second.clone(), None).await?;
+    // The fixture reports the resource updated as soon as it is subscribed to.
+    let uri = "test://watched-resource";
+    a.subscribe(rmcp::model::SubscribeRequestParams::new(uri))
+        .await?;
+    let updated = |r: &Recorder| r.seen.lock().map(|s| s.updated.clone()).unwrap_or_default();
+    for _ in 0..50 {
+        if !updated(&first).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(updated(&first), vec![uri.to_owned()]);
+    assert!(updated(&second).is_empty(), "{:?}", updated(&second));
+    a.cancel().await?;
+    b.cancel().await?;
+    Ok(())
+}
+
+/// `--stateless`: every request stands alone, and calls and plans still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_front_answers_calls_and_plans() -> R {
+    let front = Front::start_with("", true).await?;
+    let client = front.client(Recorder::default(), None).await?;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await?
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"chaos__echo".to_owned()), "{names:?}");
+    let echoed = client
+        .call_tool(call("chaos__echo", json!({"said": "alone"})))
+        .await?;
+    assert!(text(&echoed).contains("alone"), "{}", text(&echoed));
+    let plan = json!({"steps": [{"id": "e", "tool": "chaos__echo", "args": {"n": 1}}]});
+    let ran = client.call_tool(call("execute_plan", plan)).await?;
+    let status = ran.structured_content.clone().unwrap_or_default()["status"].clone();
+    assert_eq!(status, "succeeded", "{}", text(&ran));
+    client.cancel().await?;
     Ok(())
 }

@@ -225,7 +225,8 @@ async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
 
 /// Tool pinning: `planmux lock` records every definition; a tool whose definition
 /// changed, or a new tool of a locked server, is quarantined (not listed, not callable,
-/// shown by `check`, and the host is told); a broken lock holds everything back.
+/// shown by `check`, and the host is told) until the lock is written again, which a
+/// running planmux reads at once; a broken lock holds everything back.
 #[tokio::test]
 async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
     use common::{Recorder, call};
@@ -314,11 +315,26 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
     })
     .await;
     assert!(told, "the host was not told");
-    client.cancel().await?;
 
-    // Accepting the changes: lock again.
+    // Accepting the changes: lock again. The running planmux reads the new lock (hot
+    // reload): echo leaves quarantine, without a restart.
     assert_eq!(run("lock")?.status.code(), Some(0));
     assert_eq!(run("check")?.status.code(), Some(0));
+    let mut released = false;
+    for _ in 0..100 {
+        let tools = client.list_all_tools().await?;
+        if tools.iter().any(|t| t.name == "chaos__echo") {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(released, "the new lock was not read by the running planmux");
+    let echoed = client
+        .call_tool(call("chaos__echo", json!({"back": true})))
+        .await?;
+    assert_ne!(echoed.is_error, Some(true));
+    client.cancel().await?;
     // A broken lock fails closed.
     std::fs::write(&lock_path, "{")?;
     let broken = run("check")?;

@@ -40,6 +40,8 @@ pub struct Seen {
     pub logs: Vec<Value>,
     /// The message of each elicitation request.
     pub elicitations: Vec<String>,
+    /// The URI of each `notifications/resources/updated`.
+    pub updated: Vec<String>,
 }
 
 /// How a capable [`Recorder`] answers elicitation.
@@ -162,6 +164,16 @@ impl ClientHandler for Recorder {
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
         if let Ok(mut seen) = self.seen.lock() {
             seen.list_changed += 1;
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.updated.push(params.uri);
         }
     }
 }
