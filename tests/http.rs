@@ -429,3 +429,65 @@ async fn a_stateless_front_answers_calls_and_plans() -> R {
     client.cancel().await?;
     Ok(())
 }
+
+/// servers.toml changed while sessions are open: the added server's tools arrive, the
+/// removed server's leave, and every session is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_adds_and_removes_servers_while_sessions_are_open() -> R {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    std::fs::write(&path, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    let config = Config::load(&path)?;
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let options = HttpOptions {
+        addr: "127.0.0.1:0".parse()?,
+        stateless: false,
+    };
+    let task = tokio::spawn(async move {
+        let ready = move |addr| {
+            let _ = ready_tx.send(addr);
+        };
+        serve_http(&config, options, ready, async {
+            let _ = stop_rx.await;
+        })
+        .await
+    });
+    let front = Front {
+        addr: ready_rx.await?,
+        stop: Some(stop_tx),
+        task,
+        _dir: dir,
+    };
+    let recorder = Recorder::default();
+    let client = front.client(recorder.clone(), None).await?;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    assert!(names(client.list_all_tools().await?).contains(&"chaos__echo".to_owned()));
+    std::fs::write(&path, "[servers.weather]\nbuiltin = \"weather\"\n")?;
+    let mut listed = Vec::new();
+    for _ in 0..100 {
+        listed = names(client.list_all_tools().await?);
+        if listed.contains(&"weather__get_weather".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        listed.contains(&"weather__get_weather".to_owned()),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.iter().any(|n| n.starts_with("chaos__")),
+        "{listed:?}"
+    );
+    let told = recorder.seen.lock().map(|s| s.list_changed).unwrap_or(0);
+    assert!(told > 0, "the session was not told the list changed");
+    let weather = client
+        .call_tool(call("weather__get_weather", json!({"location": "Oslo"})))
+        .await?;
+    assert!(text(&weather).contains("Oslo"), "{}", text(&weather));
+    client.cancel().await?;
+    Ok(())
+}
