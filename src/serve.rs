@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::downstream::{Downstreams, HostLink, restore_tool_fields};
 use crate::runner::PlanRunner;
 use crate::upstream::Upstream;
+use crate::upstream::passthrough::Passthrough;
 use crate::wire::LineTransport;
 
 /// How long calls in flight may take to wind down once the host has hung up.
@@ -80,6 +81,9 @@ where
         stop.clone(),
         &config.proxy,
     );
+    // Plain calls of downstream tools skip rmcp's decoding (`upstream::passthrough`).
+    let passthrough = Passthrough::new(upstream.clone(), transport.sender());
+    let transport = transport.with_divert(passthrough.divert());
     let session = async {
         let service = upstream.serve(transport).await?;
         let waiting = service.waiting();

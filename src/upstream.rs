@@ -6,6 +6,7 @@
 // Logging is deprecated by SEP-2577, but hosts still show relayed log messages.
 #![allow(deprecated)]
 
+pub mod passthrough;
 mod plans;
 mod search;
 pub mod surface;
@@ -16,10 +17,11 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, DiscoverResult, GetPromptRequestParams, GetPromptResponse, Implementation,
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ResultType, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -63,6 +65,22 @@ impl Upstream {
     /// tool that took the name stays callable; the pipeline is reported as unable to run).
     fn is_pipeline(&self, name: &str) -> bool {
         self.runner.pipeline(name).is_some() && self.downstreams.catalog().get(name).is_none()
+    }
+
+    /// Whether a host's `tools/call` of `name` may take the passthrough path now: one
+    /// host (stdio) that introduced itself with `initialize` before protocol 2026-07-28
+    /// (which needs `resultType` set), and a downstream tool whose server is up on a line
+    /// connection.
+    fn passes_through(&self, name: &str) -> bool {
+        let legacy = self.host.get().is_some_and(|peer| {
+            peer.peer_info()
+                .is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28)
+        });
+        legacy
+            && !self.host.is_shared()
+            && ![EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name)
+            && !self.is_pipeline(name)
+            && self.downstreams.takes_raw(name)
     }
 
     /// The tools of the pipelines that can run now, less those `[policy] deny` names.

@@ -59,6 +59,24 @@ impl Default for Limits {
 /// types leave out is still there.
 pub type Inbound = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
+/// May take a message off the stream before it is decoded (true: taken, rmcp never sees
+/// it): how calls forwarded as raw JSON get their messages.
+pub type Divert = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// Writes whole messages to the stream, in order with everything else written to it.
+#[derive(Clone)]
+pub struct RawSender(mpsc::Sender<Frame>);
+
+impl RawSender {
+    /// Queues one encoded message (without its newline).
+    pub async fn send(&self, bytes: Vec<u8>) -> io::Result<()> {
+        self.0
+            .send((bytes, None))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::NotConnected, "the stream is closed"))
+    }
+}
+
 /// May encode an outgoing message itself: its bytes, or `None` for the usual encoding.
 pub type Outbound<R> = Arc<dyn Fn(&TxJsonRpcMessage<R>) -> Option<Vec<u8>> + Send + Sync>;
 
@@ -83,6 +101,7 @@ pub struct LineTransport<R: ServiceRole, In> {
     eof: CancellationToken,
     inbound: Option<Inbound>,
     outbound: Option<Outbound<R>>,
+    divert: Option<Divert>,
     _role: PhantomData<fn() -> R>,
 }
 
@@ -108,6 +127,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             eof: CancellationToken::new(),
             inbound: None,
             outbound: None,
+            divert: None,
             _role: PhantomData,
         }
     }
@@ -116,6 +136,17 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
     pub fn with_inbound(mut self, hook: Inbound) -> Self {
         self.inbound = Some(hook);
         self
+    }
+
+    /// Lets `hook` take the well-formed messages it wants before they are decoded.
+    pub fn with_divert(mut self, hook: Divert) -> Self {
+        self.divert = Some(hook);
+        self
+    }
+
+    /// A handle that writes encoded messages to this stream.
+    pub fn sender(&self) -> RawSender {
+        RawSender(self.writer.clone())
     }
 
     /// Lets `hook` encode outgoing messages it wants to write differently.
@@ -196,6 +227,9 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             Line::Oversized(size) => Problem::TooLarge(size),
             Line::Whole => match nesting(text) {
                 depth if depth > self.limits.max_nesting => Problem::TooDeep(depth),
+                _ if self.divert.as_ref().is_some_and(|divert| divert(text)) => {
+                    return Decoded::Skip;
+                }
                 _ => match parse::<R>(text) {
                     Ok(message) => {
                         if let Some(hook) = &self.inbound {
@@ -243,7 +277,15 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             Kind::Response => {
                 tracing::warn!(peer = %self.peer, %id, "an answer could not be read: {message}");
                 let error = ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None);
-                Decoded::Message(JsonRpcMessage::Error(JsonRpcError::new(Some(id), error)))
+                let response = JsonRpcError::new(Some(id), error);
+                // An answer to a raw call goes to that call, like any other answer of its.
+                let diverted = self.divert.as_ref().is_some_and(|divert| {
+                    serde_json::to_vec(&response).is_ok_and(|bytes| divert(&bytes))
+                });
+                if diverted {
+                    return Decoded::Skip;
+                }
+                Decoded::Message(JsonRpcMessage::Error(response))
             }
             Kind::Notification => Decoded::Skip,
         }

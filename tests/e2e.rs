@@ -893,3 +893,26 @@ async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::R
     assert_eq!(pid(&proxy).await?, before);
     Ok(())
 }
+
+/// A plain call takes the passthrough path: the server's result reaches the host as the
+/// server wrote it, fields no SDK models included (a vendor field on the result and on a
+/// content block), under the host's own id.
+#[test]
+fn a_tool_result_reaches_the_host_as_the_server_wrote_it() -> R {
+    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/servers/odd_fields.py");
+    let config = format!(
+        "[servers.odd]\ncommand = \"python3\"\nargs = [\"{}\"]\n",
+        server.display()
+    );
+    let mut raw = common::RawProxy::start(&config)?;
+    raw.list_tools()?;
+    raw.send(r#"{"jsonrpc":"2.0","id":"call-2","method":"tools/call","params":{"name":"odd__odd","arguments":{}}}"#)?;
+    let answer = raw.read()?;
+    assert_eq!(
+        answer["result"],
+        json!({"content": [{"type": "text", "text": "odd", "x-block": 1}], "x-vendor": {"kept": true}}),
+        "{answer}"
+    );
+    Ok(())
+}

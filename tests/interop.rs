@@ -417,19 +417,7 @@ async fn everything_calls_give_the_direct_results() -> R {
 fn tool_fields_planmux_does_not_model_pass_through() -> R {
     let _t = Timer::start("tool_fields_planmux_does_not_model_pass_through");
     let mut raw = common::RawProxy::start(&everything_config(""))?;
-    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)?;
-    let mut listed = None;
-    for _ in 0..50 {
-        let message = raw.read()?;
-        if message["id"] == 1 {
-            raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
-            raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)?;
-        } else if message["id"] == 2 {
-            listed = Some(message);
-            break;
-        }
-    }
-    let listed = listed.ok_or_else(|| anyhow::anyhow!("no tools/list answer"))?;
+    let listed = raw.list_tools()?;
     let tools = listed["result"]["tools"]
         .as_array()
         .cloned()

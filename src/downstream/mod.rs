@@ -2,6 +2,7 @@
 //! the right one, refreshing on list changes and reconnects, and shutting them all down.
 
 pub mod fields;
+mod raw;
 mod relay;
 mod resources;
 mod server;
@@ -406,39 +407,92 @@ impl Downstreams {
             });
         }
         self.ready_for(&params.name).await;
-        let catalog = self.catalog();
-        let Some(entry) = catalog.get(&params.name) else {
-            if let Some(failed) = self.never_started(&params.name) {
-                return Err(failed);
-            }
-            return Err(DownstreamError::UnknownTool {
-                closest: catalog
-                    .closest(&params.name, 3)
-                    .into_iter()
-                    .map(String::from)
-                    .collect(),
-                name: params.name.to_string(),
-            });
-        };
-        let Some(server) = self.server(&entry.server) else {
-            return Err(DownstreamError::Closed {
-                server: entry.server.clone(),
-            });
-        };
-        params.name = entry.tool.clone().into();
+        let (server, tool) = self.locate(&params.name)?;
+        params.name = tool.into();
         let cancel = cancel.child_token();
         let shutdown = self.shutdown.clone();
         let result = tokio::select! {
             result = server.call(params, proof, caller, &cancel) => result,
             () = shutdown.cancelled() => {
                 cancel.cancel();
-                Err(DownstreamError::Closed { server: entry.server.clone() })
+                Err(DownstreamError::Closed { server: server.config.name.clone() })
             }
         };
         if let Ok(CallToolResponse::Complete(answer)) = &result {
-            self.links.note(&entry.server, answer);
+            self.links.note(&server.config.name, answer);
         }
         result
+    }
+
+    /// The server of the tool exported as `name`, and the tool's own name there.
+    fn locate(&self, name: &str) -> Result<(Arc<Server>, String), DownstreamError> {
+        let catalog = self.catalog();
+        let Some(entry) = catalog.get(name) else {
+            if let Some(failed) = self.never_started(name) {
+                return Err(failed);
+            }
+            return Err(DownstreamError::UnknownTool {
+                closest: catalog
+                    .closest(name, 3)
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+                name: name.to_owned(),
+            });
+        };
+        match self.server(&entry.server) {
+            Some(server) => Ok((server, entry.tool.clone())),
+            None => Err(DownstreamError::Closed {
+                server: entry.server.clone(),
+            }),
+        }
+    }
+
+    /// Whether a call of `name` can take the passthrough path now: a catalog tool whose
+    /// server is up on a line connection.
+    pub fn takes_raw(&self, name: &str) -> bool {
+        self.locate(name).is_ok_and(
+            |(server, _)| matches!(server.state(), State::Ready(live) if live.takes_raw()),
+        )
+    }
+
+    /// [`Self::call_tool`] on the passthrough path: `request` is the host's `tools/call`
+    /// message as JSON, and the answer is the server's response line, neither decoded
+    /// into protocol types. Only the resource links of a result are read, as
+    /// `call_tool` notes them.
+    pub async fn call_tool_raw(
+        &self,
+        mut request: serde_json::Value,
+        proof: &Authorized,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<u8>, DownstreamError> {
+        let name = request
+            .pointer("/params/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if proof.tool() != name {
+            return Err(DownstreamError::Unauthorized { tool: name });
+        }
+        let (server, tool) = self.locate(&name)?;
+        request["params"]["name"] = serde_json::Value::String(tool);
+        let cancel = cancel.child_token();
+        let shutdown = self.shutdown.clone();
+        let line = tokio::select! {
+            line = server.call_raw(request, proof, caller, &cancel) => line?,
+            () = shutdown.cancelled() => {
+                cancel.cancel();
+                return Err(DownstreamError::Closed { server: server.config.name.clone() });
+            }
+        };
+        if memchr::memmem::find(&line, b"\"resource").is_some()
+            && let Ok(answer) = serde_json::from_slice::<RawAnswer>(&line)
+            && let Some(result) = answer.result
+        {
+            self.links.note(&server.config.name, &result);
+        }
+        Ok(line)
     }
 
     /// Re-lists what one server offers (after a `list_changed` or a reconnect) and tells
@@ -594,6 +648,12 @@ impl Downstreams {
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
     }
+}
+
+/// A raw tool answer, read only for its resource links.
+#[derive(serde::Deserialize)]
+struct RawAnswer {
+    result: Option<rmcp::model::CallToolResult>,
 }
 
 /// `servers.lock`, when the config has one; a lock that cannot be read holds every tool

@@ -8,13 +8,15 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
     ClientRequest, PaginatedRequestParams, Prompt, Resource, ResourceTemplate, ServerResult, Tool,
 };
-use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleClient};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
 use super::fields::ToolFields;
+use super::raw::{Answer, InFlight, Outgoing, RawCalls};
 use super::relay::{Caller, Changes, HostLink, Relay};
 use super::tap::ProgressRoutes;
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
@@ -147,7 +149,7 @@ pub enum State {
 
 /// A live connection.
 pub struct Live {
-    peer: Peer<RoleClient>,
+    pub(crate) peer: Peer<RoleClient>,
     /// Cancelled when the connection ends, for whatever reason.
     ended: CancellationToken,
     /// Cancel to ask the connection to close.
@@ -156,6 +158,15 @@ pub struct Live {
     closed: tokio::sync::watch::Receiver<bool>,
     /// Where this connection's progress notifications go, per call.
     routes: Arc<ProgressRoutes>,
+    /// Calls forwarded as raw JSON (line connections only).
+    pub(crate) raw: Option<Arc<RawCalls>>,
+}
+
+impl Live {
+    /// Whether calls can be forwarded to it as raw JSON.
+    pub(crate) fn takes_raw(&self) -> bool {
+        self.raw.is_some()
+    }
 }
 
 /// One configured downstream server.
@@ -355,6 +366,7 @@ impl Server {
         )
         .await?;
         let peer = connected.service.peer().clone();
+        let raw = connected.raw.clone();
         let offer = match list_offer(&peer, &self.config.name).await {
             Ok(offer) => offer,
             Err(e) => {
@@ -373,6 +385,7 @@ impl Server {
             stop: stop.clone(),
             closed,
             routes,
+            raw,
         });
         let (server, watched) = (Arc::downgrade(self), Arc::downgrade(&live));
         self.tracker.spawn(async move {
@@ -438,14 +451,44 @@ impl Server {
     ) -> Result<CallToolResponse, DownstreamError> {
         let label = params.name.to_string();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.exchange(request, &label, caller, cancel).await? {
-            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
-            ServerResult::InputRequiredResult(result) => {
+        let answer = self.exchange(Outgoing::Typed(request), &label, caller, cancel);
+        match answer.await? {
+            Answer::Typed(ServerResult::CallToolResult(result)) => {
+                Ok(CallToolResponse::Complete(result))
+            }
+            Answer::Typed(ServerResult::InputRequiredResult(result)) => {
                 Ok(CallToolResponse::InputRequired(result))
             }
             _ => Err(DownstreamError::Protocol {
                 server: self.config.name.clone(),
                 message: "answered tools/call with something that is not a tool result".into(),
+            }),
+        }
+    }
+
+    /// [`Self::call`] with the request as the host's JSON (`params.name` already the
+    /// downstream's), and the server's response line as it came: the passthrough path,
+    /// which decodes neither. Only on a line connection ([`Live::takes_raw`]).
+    pub(crate) async fn call_raw(
+        self: &Arc<Self>,
+        request: Value,
+        _proof: &Authorized,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<u8>, DownstreamError> {
+        let label = request
+            .pointer("/params/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        match self
+            .exchange(Outgoing::Raw(request), &label, caller, cancel)
+            .await?
+        {
+            Answer::Raw(line) => Ok(line),
+            Answer::Typed(_) => Err(DownstreamError::Protocol {
+                server: self.config.name.clone(),
+                message: "a raw call was answered through rmcp".into(),
             }),
         }
     }
@@ -458,7 +501,16 @@ impl Server {
         label: &str,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, DownstreamError> {
-        self.exchange(request, label, None, cancel).await
+        match self
+            .exchange(Outgoing::Typed(request), label, None, cancel)
+            .await?
+        {
+            Answer::Typed(result) => Ok(result),
+            Answer::Raw(_) => Err(DownstreamError::Protocol {
+                server: self.config.name.clone(),
+                message: format!("answered {label} outside rmcp"),
+            }),
+        }
     }
 
     /// Sends one request within the call timeout, following cancellation (the server is
@@ -466,11 +518,11 @@ impl Server {
     /// there is none. While it is in flight, what the server asks or says is for `caller`.
     async fn exchange(
         self: &Arc<Self>,
-        request: ClientRequest,
+        request: Outgoing,
         label: &str,
         caller: Option<&Caller>,
         cancel: &CancellationToken,
-    ) -> Result<ServerResult, DownstreamError> {
+    ) -> Result<Answer, DownstreamError> {
         let _calling = self.host.calling(&self.config.name, caller);
         let server = &self.config.name;
         let tool = label.to_owned();
@@ -493,10 +545,8 @@ impl Server {
             tool: tool.clone(),
             after: timeout,
         };
-        let send = |live: Arc<Live>, request: ClientRequest| async move {
-            live.peer
-                .send_cancellable_request(request, PeerRequestOptions::no_options())
-                .await
+        let send = |live: Arc<Live>, request: Outgoing| async move {
+            InFlight::send(&live, request).await
         };
         let first = tokio::select! {
             sent = send(live.clone(), request.clone()) => sent,
@@ -527,7 +577,7 @@ impl Server {
         // Progress goes to the host through a queue of this call's own, in wire order.
         let progress = caller.and_then(|c| Some((c.peer.clone(), c.progress.clone()?)));
         let forwarding = progress.map(|(peer, token)| {
-            let (route, mut queue) = live.routes.route(handle.progress_token.clone());
+            let (route, mut queue) = live.routes.route(handle.progress_token());
             let task = tokio::spawn(async move {
                 while let Some(mut param) = queue.recv().await {
                     param.progress_token = token.clone();
@@ -536,7 +586,7 @@ impl Server {
             });
             (route, task)
         });
-        let id = handle.id.clone();
+        let id = handle.id();
         let notify_cancel = |reason: &str| {
             let peer = live.peer.clone();
             let param = CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_string()));
@@ -546,7 +596,7 @@ impl Server {
             }
         };
         let result = tokio::select! {
-            response = handle.await_response() => match response {
+            response = handle.answer() => match response {
                 Ok(result) => Ok(result),
                 Err(ServiceError::McpError(error)) => Err(DownstreamError::Rpc { server: server.clone(), error: Box::new(error) }),
                 Err(e) => Err(self.exited(&live, e).await),

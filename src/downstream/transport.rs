@@ -17,6 +17,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
 use super::fields::ToolFields;
+use super::raw::RawCalls;
 use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
 use crate::config::{ServerConfig, Transport};
@@ -40,6 +41,8 @@ pub(crate) struct Connected {
     pub(crate) group: Option<ProcessGroupGuard>,
     /// The last lines the child wrote to stderr.
     pub(crate) stderr: StderrTail,
+    /// Calls forwarded as raw JSON, on line connections (stdio and built-in).
+    pub(crate) raw: Option<Arc<RawCalls>>,
 }
 
 /// The last few lines of a child's stderr, shared with the task that reads it.
@@ -174,12 +177,15 @@ pub(crate) async fn connect(
             }
             let transport = LineTransport::new(stdout, stdin, config.wire, peer_name(config))
                 .with_inbound(noting);
+            let raw = RawCalls::new(transport.sender());
+            let transport = transport.with_divert(raw.divert());
             match relay.serve(ProgressTap::new(transport, routes)).await {
                 Ok(service) => Ok(Connected {
                     service,
                     child: Some(child),
                     group,
                     stderr: tail,
+                    raw: Some(raw),
                 }),
                 Err(e) => {
                     // Give the stderr reader a moment: the reason is usually there.
@@ -215,6 +221,7 @@ pub(crate) async fn connect(
                 child: None,
                 group: None,
                 stderr: StderrTail::default(),
+                raw: None,
             })
         }
         Transport::Builtin { kind, root } => {
@@ -225,6 +232,8 @@ pub(crate) async fn connect(
             let (read, write) = tokio::io::split(client_io);
             let transport = LineTransport::new(read, write, config.wire, peer_name(config))
                 .with_inbound(noting);
+            let raw = RawCalls::new(transport.sender());
+            let transport = transport.with_divert(raw.divert());
             let service = relay
                 .serve(ProgressTap::new(transport, routes))
                 .await
@@ -234,6 +243,7 @@ pub(crate) async fn connect(
                 child: None,
                 group: None,
                 stderr: StderrTail::default(),
+                raw: Some(raw),
             })
         }
     }
@@ -296,6 +306,7 @@ pub(crate) async fn watch(
         child: _child,
         group,
         stderr,
+        ..
     } = connected;
     let cancel = service.cancellation_token();
     let waiting = service.waiting();

@@ -376,6 +376,22 @@ impl RawProxy {
     }
 
     /// Writes one line.
+    /// The `initialize` handshake (protocol 2025-11-25), then `tools/list` (id 2), whose
+    /// answer it returns: by then the servers are up.
+    pub fn list_tools(&mut self) -> anyhow::Result<Value> {
+        self.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)?;
+        for _ in 0..50 {
+            let message = self.read()?;
+            if message["id"] == 1 {
+                self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+                self.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)?;
+            } else if message["id"] == 2 {
+                return Ok(message);
+            }
+        }
+        anyhow::bail!("no tools/list answer")
+    }
+
     pub fn send(&mut self, line: &str) -> anyhow::Result<()> {
         use std::io::Write;
         writeln!(self.stdin, "{line}")?;

@@ -1,0 +1,246 @@
+//! Calls forwarded as raw JSON on one line connection (a stdio child or a built-in
+//! server): the request goes out as the host's bytes with a planmux id, and the answer
+//! with that id is taken off the stream before rmcp decodes it, so a large result is
+//! moved, not parsed into protocol types and encoded again.
+//!
+//! Everything else on the connection (the handshake, lists, progress, the server's own
+//! requests) stays with rmcp. Raw ids are strings with a prefix no rmcp id has (rmcp
+//! numbers its requests), so the two never meet.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    ClientRequest, ErrorData, NumberOrString, ProgressToken, RequestId, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, RequestHandle, ServiceError};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::server::Live;
+use crate::wire::{Divert, RawSender};
+
+/// What every raw id starts with.
+const PREFIX: &str = "planmux-raw-";
+
+/// The raw calls in flight on one connection.
+pub(crate) struct RawCalls {
+    writer: RawSender,
+    pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
+    next: AtomicU64,
+}
+
+/// A raw call's place among those in flight, given up when dropped (answered or not).
+pub(crate) struct Pending {
+    calls: Arc<RawCalls>,
+    pub(crate) id: String,
+    pub(crate) answer: oneshot::Receiver<Vec<u8>>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.calls
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+/// The id of a message, when it is a response (no `method`).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    id: Option<std::borrow::Cow<'a, str>>,
+    method: Option<serde::de::IgnoredAny>,
+}
+
+impl RawCalls {
+    /// Raw calls written with `writer`.
+    pub(crate) fn new(writer: RawSender) -> Arc<Self> {
+        Arc::new(Self {
+            writer,
+            pending: Mutex::default(),
+            next: AtomicU64::new(1),
+        })
+    }
+
+    /// A fresh id, waiting for its answer.
+    pub(crate) fn start(self: &Arc<Self>) -> Pending {
+        let id = format!("{PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let (tx, answer) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), tx);
+        Pending {
+            calls: self.clone(),
+            id,
+            answer,
+        }
+    }
+
+    /// Writes one encoded message to the server.
+    pub(crate) async fn send(&self, bytes: Vec<u8>) -> std::io::Result<()> {
+        self.writer.send(bytes).await
+    }
+
+    /// The hook for the connection's transport: takes the answers to raw calls.
+    pub(crate) fn divert(self: &Arc<Self>) -> Divert {
+        let calls = Arc::downgrade(self);
+        Arc::new(move |text: &[u8]| {
+            // Most messages are not ours: a scan, not a parse, tells.
+            if memchr::memmem::find(text, PREFIX.as_bytes()).is_none() {
+                return false;
+            }
+            let Some(calls) = calls.upgrade() else {
+                return false;
+            };
+            calls.take(text)
+        })
+    }
+
+    /// Hands a response whose id is a raw call's to that call.
+    fn take(&self, text: &[u8]) -> bool {
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(text) else {
+            return false;
+        };
+        let Some(id) = envelope.id.filter(|_| envelope.method.is_none()) else {
+            return false;
+        };
+        let waiting = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id.as_ref());
+        match waiting {
+            Some(call) => {
+                // A call that gave up meanwhile drops the answer, as rmcp would.
+                let _ = call.send(text.to_vec());
+                true
+            }
+            None => id.starts_with(PREFIX),
+        }
+    }
+}
+
+/// A request for a server: rmcp's, or a `tools/call` as the host's JSON (its id and
+/// progress token are replaced on the way).
+#[derive(Clone)]
+// One per call, moved a few times: boxing the large variant would allocate per call.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Outgoing {
+    Typed(ClientRequest),
+    Raw(Value),
+}
+
+/// The server's answer: decoded by rmcp, or its raw response line.
+// One per call, moved a few times: boxing the large variant would allocate per call.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Answer {
+    Typed(ServerResult),
+    Raw(Vec<u8>),
+}
+
+/// A request the server has, waiting for its answer.
+// One per call, moved a few times: boxing the large variant would allocate per call.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum InFlight {
+    Typed(RequestHandle<RoleClient>),
+    Raw(Pending),
+}
+
+impl InFlight {
+    /// Sends `outgoing` on `live`. A raw request whose host asked for progress carries a
+    /// progress token equal to its id.
+    pub(crate) async fn send(live: &Live, outgoing: Outgoing) -> Result<Self, ServiceError> {
+        match outgoing {
+            Outgoing::Typed(request) => live
+                .peer
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
+                .map(Self::Typed),
+            Outgoing::Raw(mut request) => {
+                let raw = live.raw.as_ref().ok_or(ServiceError::TransportClosed)?;
+                let pending = raw.start();
+                request["id"] = Value::from(pending.id.as_str());
+                if let Some(token) = request.pointer_mut("/params/_meta/progressToken") {
+                    *token = Value::from(pending.id.as_str());
+                }
+                let bytes = serde_json::to_vec(&request).map_err(|e| {
+                    ServiceError::McpError(ErrorData::internal_error(e.to_string(), None))
+                })?;
+                raw.send(bytes)
+                    .await
+                    .map_err(|_| ServiceError::TransportClosed)?;
+                Ok(Self::Raw(pending))
+            }
+        }
+    }
+
+    /// Its id on the server's connection.
+    pub(crate) fn id(&self) -> RequestId {
+        match self {
+            Self::Typed(handle) => handle.id.clone(),
+            Self::Raw(pending) => NumberOrString::String(pending.id.as_str().into()),
+        }
+    }
+
+    /// The progress token the server's notifications for it carry.
+    pub(crate) fn progress_token(&self) -> ProgressToken {
+        match self {
+            Self::Typed(handle) => handle.progress_token.clone(),
+            Self::Raw(pending) => ProgressToken(NumberOrString::String(pending.id.as_str().into())),
+        }
+    }
+
+    /// The server's answer; a raw answer comes as it was written (an error response too).
+    pub(crate) async fn answer(self) -> Result<Answer, ServiceError> {
+        match self {
+            Self::Typed(handle) => handle.await_response().await.map(Answer::Typed),
+            Self::Raw(mut pending) => (&mut pending.answer)
+                .await
+                .map(Answer::Raw)
+                .map_err(|_| ServiceError::TransportClosed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn answers_to_raw_calls_are_taken_and_others_left() {
+        let (ours, _theirs) = tokio::io::duplex(64);
+        let (read, write) = tokio::io::split(ours);
+        let limits = crate::wire::Limits::default();
+        let transport =
+            crate::wire::LineTransport::<rmcp::RoleClient, _>::new(read, write, limits, "test");
+        let calls = RawCalls::new(transport.sender());
+        let divert = calls.divert();
+        let mut pending = calls.start();
+        let answer = format!(
+            r#"{{"result":{{"content":[]}},"jsonrpc":"2.0","id":"{}"}}"#,
+            pending.id
+        );
+        assert!(
+            !divert(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            "rmcp's own"
+        );
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":"{}","method":"ping"}}"#,
+            pending.id
+        );
+        assert!(!divert(request.as_bytes()), "a request that reuses the id");
+        assert!(divert(answer.as_bytes()));
+        assert_eq!(pending.answer.try_recv().ok(), Some(answer.into_bytes()));
+        // An answer to a call that already gave up is dropped, not passed to rmcp.
+        let late = format!(r#"{{"jsonrpc":"2.0","id":"{}","result":{{}}}}"#, pending.id);
+        drop(pending);
+        assert!(divert(late.as_bytes()));
+    }
+}

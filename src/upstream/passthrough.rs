@@ -1,0 +1,272 @@
+//! The passthrough path: a host's plain `tools/call` of a downstream tool, forwarded as
+//! raw JSON, with the server's answer moved back without being decoded. rmcp decodes
+//! every message into its protocol types (trying untagged enum variants in turn) and
+//! encodes it again, on both sides: for a call that planmux only routes, that is most of
+//! what it adds (BENCHMARKS.md §1).
+//!
+//! The request is taken off the host's stream before rmcp sees it (`wire::Divert`) when
+//! it can take this path: a stdio host that finished an `initialize` handshake (protocol
+//! before 2026-07-28), a tool of the catalog that is not planmux's own nor a pipeline,
+//! and a server up on a line connection. Anything else goes to rmcp as before. On the
+//! way it meets what a call through rmcp meets: the checkpoint (with the audit trail),
+//! the call's time limit, the host's cancellation (the server is told), its progress
+//! token (notifications relayed in order before the answer), a server that exits or
+//! restarts, and the same error mapping.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::model::{CallToolResult, ErrorData, ProgressToken, RequestId};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use super::{Upstream, tool_error};
+use crate::downstream::{Caller, DownstreamError};
+use crate::policy::Route;
+use crate::wire::{Divert, RawSender};
+
+/// The calls on the passthrough path, and where their answers go.
+pub struct Passthrough {
+    upstream: Upstream,
+    /// The host's stream.
+    writer: RawSender,
+    /// The calls in flight, by the host's request id (as JSON text), for cancellation.
+    in_flight: Mutex<HashMap<String, CancellationToken>>,
+}
+
+/// The server's response line, its result or error left as they are.
+#[derive(Deserialize)]
+struct Reply<'a> {
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+impl Passthrough {
+    /// The passthrough path of `upstream`, answering on `writer` (the host's stream).
+    pub fn new(upstream: Upstream, writer: RawSender) -> Arc<Self> {
+        Arc::new(Self {
+            upstream,
+            writer,
+            in_flight: Mutex::default(),
+        })
+    }
+
+    /// The hook for the host's transport: takes the calls this path serves, and notes
+    /// the host's cancellation of them (rmcp sees that too, and ignores an id it does
+    /// not know).
+    pub fn divert(self: &Arc<Self>) -> Divert {
+        let path = self.clone();
+        Arc::new(move |text: &[u8]| path.claim(text))
+    }
+
+    fn claim(self: &Arc<Self>, text: &[u8]) -> bool {
+        let has = |needle: &[u8]| memchr::memmem::find(text, needle).is_some();
+        if has(b"notifications/cancelled") {
+            self.cancelled(text);
+            return false;
+        }
+        if !has(b"tools/call") {
+            return false;
+        }
+        let Ok(request) = serde_json::from_slice::<Value>(text) else {
+            return false;
+        };
+        let name = match (
+            &request["method"],
+            &request["id"],
+            request.pointer("/params/name"),
+        ) {
+            (
+                Value::String(method),
+                Value::Number(_) | Value::String(_),
+                Some(Value::String(name)),
+            ) if method == "tools/call" => name.clone(),
+            _ => return false,
+        };
+        if !self.upstream.passes_through(&name) {
+            return false;
+        }
+        let key = request["id"].to_string();
+        let cancel = self.upstream.shutdown.child_token();
+        {
+            let mut in_flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if in_flight.contains_key(&key) {
+                // A second request with the id of one in flight: rmcp answers that.
+                return false;
+            }
+            in_flight.insert(key.clone(), cancel.clone());
+        }
+        tokio::spawn(self.clone().run(request, name, key, cancel));
+        true
+    }
+
+    /// The host cancelled a request: if it is one of ours, its call stops.
+    fn cancelled(&self, text: &[u8]) {
+        let Ok(notice) = serde_json::from_slice::<Value>(text) else {
+            return;
+        };
+        let Some(id) = notice.pointer("/params/requestId") else {
+            return;
+        };
+        let in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(cancel) = in_flight.get(&id.to_string()) {
+            cancel.cancel();
+        }
+    }
+
+    /// Runs one call and writes its answer to the host.
+    async fn run(
+        self: Arc<Self>,
+        request: Value,
+        name: String,
+        key: String,
+        cancel: CancellationToken,
+    ) {
+        let id = request["id"].clone();
+        let answer = self.answer(request, &name, &cancel).await;
+        let reply = encode(&id, answer);
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+        if let Err(error) = self.writer.send(reply).await {
+            tracing::debug!(%error, "the host's stream closed before a passthrough answer");
+        }
+    }
+
+    /// The checkpoint, then the call: the server's response line, or what to answer
+    /// instead (as the rmcp path would).
+    async fn answer(&self, request: Value, name: &str, cancel: &CancellationToken) -> Answer {
+        let downstreams = &self.upstream.downstreams;
+        let proof = match downstreams.authorize(name, &Route::Direct).await {
+            Ok(proof) => proof,
+            Err(denied) => {
+                return Answer::Error(ErrorData::invalid_params(denied.to_string(), None));
+            }
+        };
+        let Some(caller) = self.caller(&request) else {
+            return Answer::Error(ErrorData::internal_error("the host is gone", None));
+        };
+        match downstreams
+            .call_tool_raw(request, &proof, Some(&caller), cancel)
+            .await
+        {
+            Ok(line) => Answer::Line(line),
+            Err(e @ DownstreamError::UnknownTool { .. }) => {
+                Answer::Error(ErrorData::invalid_params(e.to_string(), None))
+            }
+            Err(DownstreamError::Rpc { error, .. }) => Answer::Error(*error),
+            Err(e) => Answer::Result(tool_error(e.to_string())),
+        }
+    }
+
+    /// Whom the call is for: the host, this request, and its progress token if any.
+    fn caller(&self, request: &Value) -> Option<Caller> {
+        let peer = self.upstream.host.get()?;
+        let progress = request
+            .pointer("/params/_meta/progressToken")
+            .and_then(|token| serde_json::from_value::<ProgressToken>(token.clone()).ok());
+        Some(Caller {
+            peer,
+            session: self.upstream.session.clone(),
+            request: serde_json::from_value::<RequestId>(request["id"].clone()).ok()?,
+            progress,
+        })
+    }
+}
+
+/// What the host gets for a passthrough call.
+enum Answer {
+    /// The server's response line: its result or error, as they are.
+    Line(Vec<u8>),
+    /// A tool result planmux makes (a timeout, an exited server, …).
+    Result(CallToolResult),
+    /// A JSON-RPC error planmux makes (a refused or unknown tool).
+    Error(ErrorData),
+}
+
+/// The host's response to request `id`.
+fn encode(id: &Value, answer: Answer) -> Vec<u8> {
+    let (key, body): (&str, Vec<u8>) = match answer {
+        Answer::Line(line) => match serde_json::from_slice::<Reply>(&line) {
+            Ok(Reply {
+                result: Some(result),
+                ..
+            }) => ("result", legacy(result)),
+            Ok(Reply {
+                error: Some(error), ..
+            }) => ("error", error.get().as_bytes().to_vec()),
+            _ => {
+                let error = ErrorData::internal_error(
+                    "the server answered tools/call with something that is not a tool result",
+                    None,
+                );
+                ("error", serde_json::to_vec(&error).unwrap_or_default())
+            }
+        },
+        Answer::Result(result) => ("result", serde_json::to_vec(&result).unwrap_or_default()),
+        Answer::Error(error) => ("error", serde_json::to_vec(&error).unwrap_or_default()),
+    };
+    let mut reply = Vec::with_capacity(body.len() + 64);
+    reply.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    reply.extend_from_slice(id.to_string().as_bytes());
+    reply.extend_from_slice(format!(r#","{key}":"#).as_bytes());
+    reply.extend_from_slice(&body);
+    reply.push(b'}');
+    reply
+}
+
+/// A result as a host before 2026-07-28 gets it: without `resultType`, which rmcp
+/// removes for such hosts too.
+fn legacy(result: &RawValue) -> Vec<u8> {
+    let text = result.get().as_bytes();
+    if memchr::memmem::find(text, b"\"resultType\"").is_none() {
+        return text.to_vec();
+    }
+    match serde_json::from_slice::<Value>(text) {
+        Ok(Value::Object(mut fields)) => {
+            fields.remove("resultType");
+            serde_json::to_vec(&fields).unwrap_or_else(|_| text.to_vec())
+        }
+        _ => text.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn answers_keep_the_servers_bytes_and_the_hosts_id() {
+        let line = br#"{"result":{"content":[{"type":"text","text":"a  b"}],"resultType":"complete"},"jsonrpc":"2.0","id":"planmux-raw-1"}"#;
+        let reply = encode(&json!("host-7"), Answer::Line(line.to_vec()));
+        let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+        assert_eq!(
+            reply,
+            json!({"jsonrpc": "2.0", "id": "host-7", "result": {"content": [{"type": "text", "text": "a  b"}]}})
+        );
+        let error = br#"{"jsonrpc":"2.0","id":"planmux-raw-2","error":{"code":-32602,"message":"no","data":{"x":1}}}"#;
+        let reply = encode(&json!(3), Answer::Line(error.to_vec()));
+        let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+        assert_eq!(reply["id"], 3);
+        assert_eq!(
+            reply["error"],
+            json!({"code": -32602, "message": "no", "data": {"x": 1}})
+        );
+        let made = encode(&json!(4), Answer::Result(tool_error("timed out".into())));
+        let made: Value = serde_json::from_slice(&made).unwrap_or_default();
+        assert_eq!(made["result"]["isError"], true);
+    }
+}
