@@ -224,7 +224,7 @@ impl PlanRunner {
     }
 
     /// Runs a validated plan for `caller` (the host session that sent it, if any) and
-    /// keeps its record. Steps that need approval are refused at the checkpoint unless
+    /// keeps its record (readable by that session only, when it has one). Steps that need approval are refused at the checkpoint unless
     /// `approval` names them.
     pub async fn run(
         &self,
@@ -234,13 +234,14 @@ impl PlanRunner {
         observer: &dyn Observer,
         cancel: CancellationToken,
     ) -> Arc<RunRecord> {
+        let owner = caller.as_ref().and_then(Caller::owner);
         let calls = Arc::new(
             PlanCalls::nested(self.downstreams.clone(), approval, self.nesting.clone())
                 .for_caller(caller),
         );
         let settings = &self.nesting.settings;
         let record = Arc::new(run(plan, calls, settings, observer, cancel).await);
-        self.runs.insert(record.clone());
+        self.runs.insert(record.clone(), owner);
         record
     }
 

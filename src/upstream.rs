@@ -114,6 +114,12 @@ impl Upstream {
         }
     }
 
+    /// Whose run records a request may see: its session's (with those no session owns),
+    /// or, for a stateless request, only those no session owns.
+    fn viewer(&self, context: &RequestContext<RoleServer>) -> Option<u64> {
+        Caller::of(context, &self.session).owner()
+    }
+
     /// planmux's own tools listed beside the catalog's in full.
     fn own_tools(&self) -> usize {
         1 + usize::from(self.runner.confirm() != Confirm::None)
@@ -389,7 +395,7 @@ impl ServerHandler for Upstream {
         let resources = self
             .runner
             .runs
-            .list()
+            .list(self.viewer(&context))
             .iter()
             .map(|run| {
                 let goal = run
@@ -449,15 +455,19 @@ impl ServerHandler for Upstream {
             let result = cancellable(read, &cancel, &context).await;
             return result.map(complete_read).map_err(routed_error);
         };
-        let record = self.runner.runs.get(id).ok_or_else(|| {
-            ErrorData::resource_not_found(
-                format!(
-                    "no run record at '{}' (only the last runs are kept)",
-                    request.uri
-                ),
-                None,
-            )
-        })?;
+        let record = self
+            .runner
+            .runs
+            .get(id, Some(self.session.id()))
+            .ok_or_else(|| {
+                ErrorData::resource_not_found(
+                    format!(
+                        "no run record at '{}' (only the last runs are kept)",
+                        request.uri
+                    ),
+                    None,
+                )
+            })?;
         let text = serde_json::to_string_pretty(&*record)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let contents = ResourceContents::text(text, request.uri).with_mime_type("application/json");

@@ -491,3 +491,40 @@ async fn reload_adds_and_removes_servers_while_sessions_are_open() -> R {
     client.cancel().await?;
     Ok(())
 }
+
+/// A run's record is its session's: another session neither lists nor reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_cannot_read_each_others_run_records() -> R {
+    let front = Front::start("").await?;
+    let a = front.client(Recorder::default(), None).await?;
+    let b = front.client(Recorder::default(), None).await?;
+    let plan = json!({"steps": [{"id": "e", "tool": "chaos__echo", "args": {"secret": "a's"}}]});
+    let ran = a.call_tool(call("execute_plan", plan)).await?;
+    let run_id = ran.structured_content.clone().unwrap_or_default()["run_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!run_id.is_empty(), "{}", text(&ran));
+    let uri = format!("planmux://runs/{run_id}");
+    let listed =
+        |resources: Vec<rmcp::model::Resource>| -> bool { resources.iter().any(|r| r.uri == uri) };
+    assert!(
+        listed(a.list_all_resources().await?),
+        "its own session lists it"
+    );
+    assert!(
+        !listed(b.list_all_resources().await?),
+        "another session lists it"
+    );
+    let own = a
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()))
+        .await?;
+    assert!(format!("{own:?}").contains("a's"));
+    let other = b
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()))
+        .await;
+    assert!(other.is_err(), "another session read it: {other:?}");
+    a.cancel().await?;
+    b.cancel().await?;
+    Ok(())
+}

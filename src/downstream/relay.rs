@@ -102,6 +102,11 @@ impl Session {
         })
     }
 
+    /// Its id, unique in this process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Records a subscription to `uri`: whether it is new for this session.
     pub fn subscribe(&self, uri: &str) -> bool {
         self.subscribed
@@ -147,6 +152,13 @@ impl Caller {
             request: context.id.clone(),
             progress: context.meta.get_progress_token(),
         }
+    }
+
+    /// The session whose runs are this caller's: one that introduced itself with
+    /// `initialize`; a stateless request (protocol 2026-07-28, `--stateless`) has none,
+    /// and no later request could prove to be it.
+    pub fn owner(&self) -> Option<u64> {
+        self.peer.peer_info().map(|_| self.session.id())
     }
 
     /// The same caller, for calls whose progress is not relayed (a plan's steps: the

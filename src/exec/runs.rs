@@ -1,4 +1,5 @@
-//! The last runs' records, kept in memory for `planmux://runs/{run_id}`.
+//! The last runs' records, kept in memory for `planmux://runs/{run_id}`, each readable
+//! only by the host session that ran it (over HTTP, sessions do not see each other's).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,39 +15,63 @@ pub const KEPT_BYTES: usize = 64 * 1024 * 1024;
 /// The most recent run records, oldest dropped first.
 #[derive(Default)]
 pub struct RunStore {
-    runs: Mutex<VecDeque<(Arc<RunRecord>, usize)>>,
+    runs: Mutex<VecDeque<Kept>>,
+}
+
+/// One kept record: whose it is (a session's id; `None`: a run with no host, such as
+/// `planmux run`), and its JSON size.
+struct Kept {
+    record: Arc<RunRecord>,
+    owner: Option<u64>,
+    size: usize,
+}
+
+impl Kept {
+    /// Whether `viewer` (a session's id) may see it.
+    fn shown_to(&self, viewer: Option<u64>) -> bool {
+        self.owner.is_none() || self.owner == viewer
+    }
 }
 
 impl RunStore {
-    /// Keeps a record, dropping the oldest beyond [`KEPT_RUNS`] or [`KEPT_BYTES`].
-    pub fn insert(&self, record: Arc<RunRecord>) {
-        self.insert_within(record, KEPT_RUNS, KEPT_BYTES);
+    /// Keeps a record of `owner`'s, dropping the oldest beyond [`KEPT_RUNS`] or
+    /// [`KEPT_BYTES`].
+    pub fn insert(&self, record: Arc<RunRecord>, owner: Option<u64>) {
+        self.insert_within(record, owner, KEPT_RUNS, KEPT_BYTES);
     }
 
-    fn insert_within(&self, record: Arc<RunRecord>, most: usize, bytes: usize) {
+    fn insert_within(&self, record: Arc<RunRecord>, owner: Option<u64>, most: usize, bytes: usize) {
         let size = serde_json::to_vec(&*record).map_or(0, |json| json.len());
         let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.push_back((record, size));
-        let mut total: usize = runs.iter().map(|(_, size)| size).sum();
+        runs.push_back(Kept {
+            record,
+            owner,
+            size,
+        });
+        let mut total: usize = runs.iter().map(|kept| kept.size).sum();
         while runs.len() > 1 && (runs.len() > most || total > bytes) {
-            if let Some((_, dropped)) = runs.pop_front() {
-                total -= dropped;
+            if let Some(dropped) = runs.pop_front() {
+                total -= dropped.size;
             }
         }
     }
 
-    /// A record by run id.
-    pub fn get(&self, run_id: &str) -> Option<Arc<RunRecord>> {
+    /// A record by run id, if `viewer` may see it.
+    pub fn get(&self, run_id: &str, viewer: Option<u64>) -> Option<Arc<RunRecord>> {
         let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         runs.iter()
-            .find(|(r, _)| r.run_id == run_id)
-            .map(|(r, _)| r.clone())
+            .find(|kept| kept.record.run_id == run_id && kept.shown_to(viewer))
+            .map(|kept| kept.record.clone())
     }
 
-    /// Every kept record, newest first.
-    pub fn list(&self) -> Vec<Arc<RunRecord>> {
+    /// Every kept record `viewer` may see, newest first.
+    pub fn list(&self, viewer: Option<u64>) -> Vec<Arc<RunRecord>> {
         let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.iter().rev().map(|(r, _)| r.clone()).collect()
+        runs.iter()
+            .rev()
+            .filter(|kept| kept.shown_to(viewer))
+            .map(|kept| kept.record.clone())
+            .collect()
     }
 }
 
@@ -74,32 +99,51 @@ mod tests {
     }
 
     fn ids(store: &RunStore) -> Vec<String> {
-        store.list().iter().map(|r| r.run_id.clone()).collect()
+        store.list(None).iter().map(|r| r.run_id.clone()).collect()
     }
 
     #[test]
     fn keeps_the_newest_runs_within_count_and_bytes() {
         let store = RunStore::default();
         for i in 0..5 {
-            store.insert_within(record(&i.to_string(), 10), 3, usize::MAX);
+            store.insert_within(record(&i.to_string(), 10), None, 3, usize::MAX);
         }
         assert_eq!(ids(&store), ["4", "3", "2"]);
-        assert!(store.get("1").is_none() && store.get("3").is_some());
+        assert!(store.get("1", None).is_none() && store.get("3", None).is_some());
 
         let store = RunStore::default();
-        store.insert_within(record("a", 400), 10, 1200);
-        store.insert_within(record("b", 400), 10, 1200);
-        store.insert_within(record("c", 400), 10, 1200);
+        store.insert_within(record("a", 400), None, 10, 1200);
+        store.insert_within(record("b", 400), None, 10, 1200);
+        store.insert_within(record("c", 400), None, 10, 1200);
         assert_eq!(
             ids(&store),
             ["c", "b"],
             "a third ~550-byte record does not fit in 1200"
         );
-        store.insert_within(record("huge", 5000), 10, 1200);
+        store.insert_within(record("huge", 5000), None, 10, 1200);
         assert_eq!(
             ids(&store),
             ["huge"],
             "the newest is kept even alone over budget"
         );
+    }
+
+    #[test]
+    fn a_sessions_runs_are_its_own() {
+        let store = RunStore::default();
+        store.insert(record("a1", 1), Some(1));
+        store.insert(record("b1", 1), Some(2));
+        store.insert(record("cli", 1), None);
+        let seen = |viewer| -> Vec<String> {
+            store
+                .list(viewer)
+                .iter()
+                .map(|r| r.run_id.clone())
+                .collect()
+        };
+        assert_eq!(seen(Some(1)), ["cli", "a1"]);
+        assert_eq!(seen(Some(2)), ["cli", "b1"]);
+        assert!(store.get("b1", Some(1)).is_none());
+        assert!(store.get("b1", Some(2)).is_some());
     }
 }
