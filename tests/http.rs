@@ -297,18 +297,27 @@ async fn servers_ask_and_tell_only_the_calling_session() -> R {
     assert!(text(&planned).contains("Ada"), "{}", text(&planned));
     let asked = |r: &Recorder| r.seen.lock().map(|s| s.elicitations.len()).unwrap_or(0);
     assert_eq!((asked(&first), asked(&second)), (0, 1));
-    let logged = a
-        .call_tool(call("chaos__log", json!({"message": "for a only"})))
-        .await?;
-    assert!(logged.is_error != Some(true), "{}", text(&logged));
+    // Log messages ride the session's standalone stream (as from the server directly),
+    // which the client opens after its handshake: one sent before it is open is lost, so
+    // the call is made until one arrives.
     let logs = |r: &Recorder| r.seen.lock().map(|s| s.logs.len()).unwrap_or(0);
-    for _ in 0..50 {
+    for _ in 0..10 {
+        let logged = a
+            .call_tool(call("chaos__log", json!({"message": "for a only"})))
+            .await?;
+        assert!(logged.is_error != Some(true), "{}", text(&logged));
+        for _ in 0..25 {
+            if logs(&first) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         if logs(&first) > 0 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!((logs(&first), logs(&second)), (1, 0), "log messages");
+    assert!(logs(&first) > 0, "the calling session got no log message");
+    assert_eq!(logs(&second), 0, "the other session got a log message");
     // Calls of both sessions in flight on chaos: its request cannot be placed.
     let (slow, refused) = tokio::join!(
         a.call_tool(call("chaos__sleep", json!({"ms": 1500}))),
