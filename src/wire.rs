@@ -33,6 +33,8 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_NESTING: usize = 512;
 /// How much of an oversized line is kept to find its id: ids come first in practice.
 const HEAD_BYTES: usize = 64 * 1024;
+/// Bytes read from the stream at a time.
+const READ_BUFFER: usize = 64 * 1024;
 /// Frames waiting for the writer: senders wait beyond this, so memory stays bounded even
 /// when the peer stops reading.
 const WRITE_QUEUE: usize = 64;
@@ -116,7 +118,8 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
         let (writer, queue) = mpsc::channel(WRITE_QUEUE);
         tokio::spawn(write_frames(write, queue));
         Self {
-            read: BufReader::new(read),
+            // Large enough that a big answer is read in few calls.
+            read: BufReader::with_capacity(READ_BUFFER, read),
             line: Vec::new(),
             skipping: None,
             limits,
@@ -449,19 +452,13 @@ fn trim(line: &[u8]) -> &[u8] {
 /// strings do not count).
 fn nesting(text: &[u8]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &byte in text {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
+    let mut at = 0;
+    while at < text.len() {
+        match text[at] {
+            b'"' => {
+                // Jump through the string: a large answer is mostly one long string.
+                at = string_end(text, at + 1);
             }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
@@ -469,8 +466,26 @@ fn nesting(text: &[u8]) -> usize {
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        at += 1;
     }
     deepest
+}
+
+/// Where the string that starts at `from` (just after its opening quote) ends: the index
+/// of its closing quote, or the end of `text`.
+fn string_end(text: &[u8], mut from: usize) -> usize {
+    while let Some(found) = memchr::memchr2(b'"', b'\\', &text[from..]) {
+        let at = from + found;
+        if text[at] == b'"' {
+            return at;
+        }
+        // An escape: skip the escaped byte too.
+        from = at + 2;
+        if from >= text.len() {
+            break;
+        }
+    }
+    text.len()
 }
 
 /// What kind of message a line that cannot be parsed seems to be.

@@ -3,6 +3,7 @@
 
 pub mod fields;
 mod raw;
+pub use raw::RawReply;
 mod relay;
 mod resources;
 mod server;
@@ -13,7 +14,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -466,7 +467,7 @@ impl Downstreams {
         proof: &Authorized,
         caller: Option<&Caller>,
         cancel: &CancellationToken,
-    ) -> Result<Vec<u8>, DownstreamError> {
+    ) -> Result<RawReply, DownstreamError> {
         let name = request
             .pointer("/params/name")
             .and_then(serde_json::Value::as_str)
@@ -479,20 +480,20 @@ impl Downstreams {
         request["params"]["name"] = serde_json::Value::String(tool);
         let cancel = cancel.child_token();
         let shutdown = self.shutdown.clone();
-        let line = tokio::select! {
-            line = server.call_raw(request, proof, caller, &cancel) => line?,
+        let reply = tokio::select! {
+            reply = server.call_raw(request, proof, caller, &cancel) => reply?,
             () = shutdown.cancelled() => {
                 cancel.cancel();
                 return Err(DownstreamError::Closed { server: server.config.name.clone() });
             }
         };
-        if memchr::memmem::find(&line, b"\"resource").is_some()
-            && let Ok(answer) = serde_json::from_slice::<RawAnswer>(&line)
-            && let Some(result) = answer.result
+        if let Some(result) = reply.result()
+            && memchr::memmem::find(result, b"\"resource").is_some()
+            && let Ok(result) = serde_json::from_slice::<CallToolResult>(result)
         {
             self.links.note(&server.config.name, &result);
         }
-        Ok(line)
+        Ok(reply)
     }
 
     /// Re-lists what one server offers (after a `list_changed` or a reconnect) and tells
@@ -648,12 +649,6 @@ impl Downstreams {
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
     }
-}
-
-/// A raw tool answer, read only for its resource links.
-#[derive(serde::Deserialize)]
-struct RawAnswer {
-    result: Option<rmcp::model::CallToolResult>,
 }
 
 /// `servers.lock`, when the config has one; a lock that cannot be read holds every tool

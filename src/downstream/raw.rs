@@ -8,6 +8,7 @@
 //! numbers its requests), so the two never meet.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -29,15 +30,37 @@ const PREFIX: &str = "planmux-raw-";
 /// The raw calls in flight on one connection.
 pub(crate) struct RawCalls {
     writer: RawSender,
-    pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
+    pending: Mutex<HashMap<String, oneshot::Sender<RawReply>>>,
     next: AtomicU64,
+}
+
+/// A server's response line to a raw call, and where its result or error is in it: read
+/// once, never decoded, so the host's answer is spliced from it.
+#[derive(Debug, PartialEq)]
+pub struct RawReply {
+    pub line: Vec<u8>,
+    /// The bytes of `result` (or of `error`, when `is_error`); `None` when it has neither.
+    pub body: Option<Range<usize>>,
+    pub is_error: bool,
+}
+
+impl RawReply {
+    /// The result's or error's JSON text, if the response has one.
+    pub fn body(&self) -> Option<&[u8]> {
+        self.body.clone().map(|range| &self.line[range])
+    }
+
+    /// The result's JSON text, when the response is a result.
+    pub fn result(&self) -> Option<&[u8]> {
+        self.body().filter(|_| !self.is_error)
+    }
 }
 
 /// A raw call's place among those in flight, given up when dropped (answered or not).
 pub(crate) struct Pending {
     calls: Arc<RawCalls>,
     pub(crate) id: String,
-    pub(crate) answer: oneshot::Receiver<Vec<u8>>,
+    pub(crate) answer: oneshot::Receiver<RawReply>,
 }
 
 impl Drop for Pending {
@@ -50,12 +73,17 @@ impl Drop for Pending {
     }
 }
 
-/// The id of a message, when it is a response (no `method`).
+/// A message's id, whether it has a `method` (then it is no response), and its result or
+/// error left as they are: one pass over the line.
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow)]
     id: Option<std::borrow::Cow<'a, str>>,
     method: Option<serde::de::IgnoredAny>,
+    #[serde(borrow)]
+    result: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a serde_json::value::RawValue>,
 }
 
 impl RawCalls {
@@ -108,7 +136,7 @@ impl RawCalls {
         let Ok(envelope) = serde_json::from_slice::<Envelope>(text) else {
             return false;
         };
-        let Some(id) = envelope.id.filter(|_| envelope.method.is_none()) else {
+        let Some(id) = envelope.id.clone().filter(|_| envelope.method.is_none()) else {
             return false;
         };
         let waiting = self
@@ -116,14 +144,22 @@ impl RawCalls {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id.as_ref());
-        match waiting {
-            Some(call) => {
-                // A call that gave up meanwhile drops the answer, as rmcp would.
-                let _ = call.send(text.to_vec());
-                true
-            }
-            None => id.starts_with(PREFIX),
-        }
+        let Some(call) = waiting else {
+            return id.starts_with(PREFIX);
+        };
+        let start = text.as_ptr() as usize;
+        let span = |raw: &serde_json::value::RawValue| {
+            let from = raw.get().as_ptr() as usize - start;
+            from..from + raw.get().len()
+        };
+        let reply = RawReply {
+            body: envelope.result.or(envelope.error).map(span),
+            is_error: envelope.result.is_none() && envelope.error.is_some(),
+            line: text.to_vec(),
+        };
+        // A call that gave up meanwhile drops the answer, as rmcp would.
+        let _ = call.send(reply);
+        true
     }
 }
 
@@ -142,7 +178,7 @@ pub(crate) enum Outgoing {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Answer {
     Typed(ServerResult),
-    Raw(Vec<u8>),
+    Raw(RawReply),
 }
 
 /// A request the server has, waiting for its answer.
@@ -237,7 +273,11 @@ mod tests {
         );
         assert!(!divert(request.as_bytes()), "a request that reuses the id");
         assert!(divert(answer.as_bytes()));
-        assert_eq!(pending.answer.try_recv().ok(), Some(answer.into_bytes()));
+        let reply = pending.answer.try_recv().ok();
+        assert_eq!(
+            reply.as_ref().and_then(RawReply::result),
+            Some(&br#"{"content":[]}"#[..])
+        );
         // An answer to a call that already gave up is dropped, not passed to rmcp.
         let late = format!(r#"{{"jsonrpc":"2.0","id":"{}","result":{{}}}}"#, pending.id);
         drop(pending);

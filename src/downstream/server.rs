@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
 use super::fields::ToolFields;
-use super::raw::{Answer, InFlight, Outgoing, RawCalls};
+use super::raw::{Answer, InFlight, Outgoing, RawCalls, RawReply};
 use super::relay::{Caller, Changes, HostLink, Relay};
 use super::tap::ProgressRoutes;
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
@@ -475,7 +475,7 @@ impl Server {
         _proof: &Authorized,
         caller: Option<&Caller>,
         cancel: &CancellationToken,
-    ) -> Result<Vec<u8>, DownstreamError> {
+    ) -> Result<RawReply, DownstreamError> {
         let label = request
             .pointer("/params/name")
             .and_then(Value::as_str)
@@ -485,7 +485,7 @@ impl Server {
             .exchange(Outgoing::Raw(request), &label, caller, cancel)
             .await?
         {
-            Answer::Raw(line) => Ok(line),
+            Answer::Raw(reply) => Ok(reply),
             Answer::Typed(_) => Err(DownstreamError::Protocol {
                 server: self.config.name.clone(),
                 message: "a raw call was answered through rmcp".into(),

@@ -17,13 +17,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{CallToolResult, ErrorData, ProgressToken, RequestId};
-use serde::Deserialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use super::{Upstream, tool_error};
-use crate::downstream::{Caller, DownstreamError};
+use crate::downstream::{Caller, DownstreamError, RawReply};
 use crate::policy::Route;
 use crate::wire::{Divert, RawSender};
 
@@ -34,15 +32,6 @@ pub struct Passthrough {
     writer: RawSender,
     /// The calls in flight, by the host's request id (as JSON text), for cancellation.
     in_flight: Mutex<HashMap<String, CancellationToken>>,
-}
-
-/// The server's response line, its result or error left as they are.
-#[derive(Deserialize)]
-struct Reply<'a> {
-    #[serde(borrow)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow)]
-    error: Option<&'a RawValue>,
 }
 
 impl Passthrough {
@@ -161,7 +150,7 @@ impl Passthrough {
             .call_tool_raw(request, &proof, Some(&caller), cancel)
             .await
         {
-            Ok(line) => Answer::Line(line),
+            Ok(reply) => Answer::Reply(reply),
             Err(e @ DownstreamError::UnknownTool { .. }) => {
                 Answer::Error(ErrorData::invalid_params(e.to_string(), None))
             }
@@ -187,8 +176,8 @@ impl Passthrough {
 
 /// What the host gets for a passthrough call.
 enum Answer {
-    /// The server's response line: its result or error, as they are.
-    Line(Vec<u8>),
+    /// The server's response: its result or error, as they are.
+    Reply(RawReply),
     /// A tool result planmux makes (a timeout, an exited server, …).
     Result(CallToolResult),
     /// A JSON-RPC error planmux makes (a refused or unknown tool).
@@ -197,29 +186,35 @@ enum Answer {
 
 /// The host's response to request `id`.
 fn encode(id: &Value, answer: Answer) -> Vec<u8> {
-    let (key, body): (&str, Vec<u8>) = match answer {
-        Answer::Line(line) => match serde_json::from_slice::<Reply>(&line) {
-            Ok(Reply {
-                result: Some(result),
-                ..
-            }) => ("result", legacy(result)),
-            Ok(Reply {
-                error: Some(error), ..
-            }) => ("error", error.get().as_bytes().to_vec()),
-            _ => {
+    let (key, body): (&str, std::borrow::Cow<'_, [u8]>) = match &answer {
+        Answer::Reply(reply) => match reply.body() {
+            Some(error) if reply.is_error => ("error", error.into()),
+            Some(result) => ("result", legacy(result)),
+            None => {
                 let error = ErrorData::internal_error(
                     "the server answered tools/call with something that is not a tool result",
                     None,
                 );
-                ("error", serde_json::to_vec(&error).unwrap_or_default())
+                (
+                    "error",
+                    serde_json::to_vec(&error).unwrap_or_default().into(),
+                )
             }
         },
-        Answer::Result(result) => ("result", serde_json::to_vec(&result).unwrap_or_default()),
-        Answer::Error(error) => ("error", serde_json::to_vec(&error).unwrap_or_default()),
+        Answer::Result(result) => (
+            "result",
+            serde_json::to_vec(result).unwrap_or_default().into(),
+        ),
+        Answer::Error(error) => (
+            "error",
+            serde_json::to_vec(error).unwrap_or_default().into(),
+        ),
     };
-    let mut reply = Vec::with_capacity(body.len() + 64);
+    let id = id.to_string();
+    // One copy of the body, and room for the writer's newline.
+    let mut reply = Vec::with_capacity(body.len() + id.len() + 40);
     reply.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    reply.extend_from_slice(id.to_string().as_bytes());
+    reply.extend_from_slice(id.as_bytes());
     reply.extend_from_slice(format!(r#","{key}":"#).as_bytes());
     reply.extend_from_slice(&body);
     reply.push(b'}');
@@ -228,17 +223,16 @@ fn encode(id: &Value, answer: Answer) -> Vec<u8> {
 
 /// A result as a host before 2026-07-28 gets it: without `resultType`, which rmcp
 /// removes for such hosts too.
-fn legacy(result: &RawValue) -> Vec<u8> {
-    let text = result.get().as_bytes();
-    if memchr::memmem::find(text, b"\"resultType\"").is_none() {
-        return text.to_vec();
+fn legacy(result: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if memchr::memmem::find(result, b"\"resultType\"").is_none() {
+        return result.into();
     }
-    match serde_json::from_slice::<Value>(text) {
+    match serde_json::from_slice::<Value>(result) {
         Ok(Value::Object(mut fields)) => {
             fields.remove("resultType");
-            serde_json::to_vec(&fields).unwrap_or_else(|_| text.to_vec())
+            serde_json::to_vec(&fields).map_or(result.into(), Into::into)
         }
-        _ => text.to_vec(),
+        _ => result.into(),
     }
 }
 
@@ -248,17 +242,30 @@ mod tests {
 
     use super::*;
 
+    /// The reply the divert hook makes of `line`.
+    fn served(line: &[u8], key: &str) -> Answer {
+        let text = std::str::from_utf8(line).unwrap_or_default();
+        let value: Value = serde_json::from_slice(line).unwrap_or_default();
+        let body = value[key].to_string();
+        let from = text.find(&body).unwrap_or_default();
+        Answer::Reply(RawReply {
+            line: line.to_vec(),
+            body: Some(from..from + body.len()),
+            is_error: key == "error",
+        })
+    }
+
     #[test]
     fn answers_keep_the_servers_bytes_and_the_hosts_id() {
         let line = br#"{"result":{"content":[{"type":"text","text":"a  b"}],"resultType":"complete"},"jsonrpc":"2.0","id":"planmux-raw-1"}"#;
-        let reply = encode(&json!("host-7"), Answer::Line(line.to_vec()));
+        let reply = encode(&json!("host-7"), served(line, "result"));
         let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
         assert_eq!(
             reply,
             json!({"jsonrpc": "2.0", "id": "host-7", "result": {"content": [{"type": "text", "text": "a  b"}]}})
         );
         let error = br#"{"jsonrpc":"2.0","id":"planmux-raw-2","error":{"code":-32602,"message":"no","data":{"x":1}}}"#;
-        let reply = encode(&json!(3), Answer::Line(error.to_vec()));
+        let reply = encode(&json!(3), served(error, "error"));
         let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
         assert_eq!(reply["id"], 3);
         assert_eq!(

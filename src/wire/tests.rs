@@ -18,6 +18,9 @@ fn nesting_counts_brackets_outside_strings() {
     check(r#"{"a":[{"b":[]}]}"#, 4);
     check(r#"{"a":"[[[[\"]]]"}"#, 1);
     check(r#"[[], [[]], []]"#, 3);
+    check(r#"["a\\", [["\\\"["]]]"#, 3);
+    check(r#"{"unterminated": "[[["#, 1);
+    check(r#"["ends in an escape \"#, 1);
 }
 
 #[test]
