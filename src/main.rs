@@ -287,6 +287,9 @@ async fn run(cli: Cli) -> Result<i32> {
 }
 
 async fn serve(config: Config) -> Result<()> {
+    // Large answers cross the host's pipes in fewer hand-offs (when they are pipes).
+    planmux::wire::widen_pipe(std::io::stdin());
+    planmux::wire::widen_pipe(std::io::stdout());
     let (reader, writer) = rmcp::transport::io::stdio_pipes();
     planmux::serve::serve(&config, reader, writer, terminated())
         .await
