@@ -18,16 +18,16 @@
 //! `cargo test` (and with `-- --quick`) it runs fewer calls.
 #![allow(clippy::print_stdout)]
 
+#[path = "common/peers.rs"]
+mod peers;
+
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::unistd::Pid;
+use peers::{Process, free_port, interop_dir, out_dir, ready};
 use planmux::config::Config;
 use planmux::demo::{DemoKind, DemoServer};
 use planmux::http::{HttpOptions, serve_http};
@@ -40,13 +40,6 @@ use serde_json::json;
 
 /// The bench's own binary: the peers serve its chaos demo over stdio.
 const BIN: &str = env!("CARGO_BIN_EXE_planmux");
-/// How long a peer may take to open its port: Node starts in about a second here, more
-/// when the machine is busy.
-const PEER_START: Duration = Duration::from_secs(10);
-/// How long after its port opens a peer may take to complete a first MCP session.
-const PEER_READY: Duration = Duration::from_secs(10);
-/// After SIGTERM, how long a peer and its children get before SIGKILL.
-const PEER_TERM_GRACE: Duration = Duration::from_secs(2);
 
 /// One server under test; a row of the table per arm and session count.
 #[derive(Clone, Copy, PartialEq)]
@@ -161,16 +154,6 @@ impl Peer {
     }
 }
 
-/// Where scripts/install-interop installs the npm packages, the peers among them.
-fn interop_dir() -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
-
-/// Where the figures and the peers' logs go.
-fn out_dir() -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench")
-}
-
 /// The peers that are installed, saying why each other one is skipped: the bench still
 /// runs without them.
 fn installed_peers() -> Vec<Peer> {
@@ -283,8 +266,12 @@ enum Running {
         /// Dropping it stops the server.
         _stop: tokio::sync::oneshot::Sender<()>,
     },
-    /// A peer gateway's processes.
-    Peer(Gateway),
+    /// A peer gateway, and where it listens.
+    Peer {
+        /// Dropping it stops the gateway and its children.
+        _process: Process,
+        addr: SocketAddr,
+    },
 }
 
 impl Running {
@@ -292,10 +279,19 @@ impl Running {
     fn start(runtime: &tokio::runtime::Runtime, arm: Arm) -> anyhow::Result<Self> {
         match arm {
             Arm::Peer(peer) => {
-                let gateway = Gateway::spawn(peer)?;
+                let port = free_port()?;
+                let mut command = std::process::Command::new(peer.bin());
+                command.args(peer.args(port));
+                let log = format!("http-{}", peer.package());
+                let mut gateway = Process::spawn(command, &log)?;
+                let addr = SocketAddr::from(([127, 0, 0, 1], port));
                 // On an error the gateway is dropped here, which stops it.
-                runtime.block_on(ready(gateway.addr))?;
-                Ok(Running::Peer(gateway))
+                gateway.wait_for_port(addr)?;
+                runtime.block_on(ready(addr))?;
+                Ok(Running::Peer {
+                    _process: gateway,
+                    addr,
+                })
             }
             _ => {
                 let (addr, stop) = start(arm)?;
@@ -308,183 +304,9 @@ impl Running {
     fn addr(&self) -> SocketAddr {
         match self {
             Running::InProcess { addr, .. } => *addr,
-            Running::Peer(gateway) => gateway.addr,
+            Running::Peer { addr, .. } => *addr,
         }
     }
-}
-
-/// A peer gateway's process, the leader of a process group of its own. Dropping it stops
-/// the gateway and every process under it.
-struct Gateway {
-    child: std::process::Child,
-    addr: SocketAddr,
-    /// Its stdout and stderr, named when it fails to start.
-    log: PathBuf,
-}
-
-impl Gateway {
-    /// Starts `peer` on a free loopback port, with its output in target/bench, and waits
-    /// until the port is open.
-    fn spawn(peer: Peer) -> anyhow::Result<Self> {
-        let port = free_port()?;
-        std::fs::create_dir_all(out_dir())?;
-        let log = out_dir().join(format!("http-{}.log", peer.package()));
-        let out = std::fs::File::create(&log)?;
-        let child = std::process::Command::new(peer.bin())
-            .args(peer.args(port))
-            .env("PATH", node_first_path()?)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("cannot run {}", peer.bin().display()))?;
-        let mut gateway = Gateway {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            log,
-        };
-        gateway.wait_for_port()?;
-        Ok(gateway)
-    }
-
-    /// Polls the port until the gateway listens; fails early if it exits.
-    fn wait_for_port(&mut self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + PEER_START;
-        loop {
-            let poll = Duration::from_millis(200);
-            if std::net::TcpStream::connect_timeout(&self.addr, poll).is_ok() {
-                return Ok(());
-            }
-            if let Some(status) = self.child.try_wait()? {
-                anyhow::bail!("it exited ({status}); see {}", self.log.display());
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!(
-                    "port {} not open after {PEER_START:?}; see {}",
-                    self.addr.port(),
-                    self.log.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// SIGTERMs the group and waits up to `PEER_TERM_GRACE` for the gateway and `tree` to
-    /// go; whether the gateway exited (and was reaped).
-    fn terminate(&mut self, group: Pid, tree: &[u32]) -> bool {
-        let _ = killpg(group, Signal::SIGTERM);
-        let deadline = Instant::now() + PEER_TERM_GRACE;
-        loop {
-            let exited = matches!(self.child.try_wait(), Ok(Some(_)));
-            let gone = exited && !tree.iter().any(|&pid| alive(pid));
-            if gone || Instant::now() > deadline {
-                return exited;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Gateway {
-    /// SIGTERM first, so the gateway closes its children itself; then SIGKILL for what is
-    /// left. The group alone is not enough: supergateway starts each session's child in a
-    /// process group of its own, so those are found (before signalling, while their parent
-    /// still is the gateway) and killed one by one.
-    fn drop(&mut self) {
-        let Ok(pid) = i32::try_from(self.child.id()) else {
-            return;
-        };
-        let tree = descendants(self.child.id());
-        let group = Pid::from_raw(pid);
-        if !self.terminate(group, &tree) {
-            let _ = killpg(group, Signal::SIGKILL);
-        }
-        for &pid in tree.iter().filter(|&&pid| alive(pid)) {
-            if let Ok(pid) = i32::try_from(pid) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-        let _ = self.child.wait();
-    }
-}
-
-/// A loopback port nothing listens on now: neither gateway can report a port it chose.
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
-/// PATH with tests/interop/node_modules/.bin first, so the gateways' `#!/usr/bin/env node`
-/// finds the Node 22 that package.json pins (mcp-proxy's dependencies need it), not
-/// whichever node is on PATH.
-fn node_first_path() -> anyhow::Result<std::ffi::OsString> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let bin = interop_dir().join("node_modules/.bin");
-    let dirs = std::iter::once(bin).chain(std::env::split_paths(&path));
-    Ok(std::env::join_paths(dirs)?)
-}
-
-/// Every process below `pid` now (children, grandchildren, …), from /proc.
-fn descendants(pid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let parents: Vec<(u32, u32)> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let child: u32 = entry.file_name().to_str()?.parse().ok()?;
-            Some((child, stat_field(child, 1)?.parse::<u32>().ok()?))
-        })
-        .collect();
-    let mut found = vec![pid];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        let children = parents.iter().filter(|(_, p)| *p == parent);
-        found.extend(children.map(|(c, _)| *c));
-        i += 1;
-    }
-    found.split_off(1)
-}
-
-/// Field `n` (0 = state, 1 = ppid) after the command name of /proc/PID/stat.
-fn stat_field(pid: u32, n: usize) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.get(stat.rfind(')')? + 2..)?;
-    after.split_whitespace().nth(n).map(str::to_string)
-}
-
-/// Whether a process exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    stat_field(pid, 0).is_some_and(|state| state != "Z" && state != "X")
-}
-
-/// Retries a whole session (initialize, tools/list, close) until one succeeds: an open
-/// port does not mean the gateway answers MCP yet (supergateway first spawns the
-/// session's child).
-async fn ready(addr: SocketAddr) -> anyhow::Result<()> {
-    let deadline = tokio::time::Instant::now() + PEER_READY;
-    loop {
-        let error = match tokio::time::timeout_at(deadline, probe(addr)).await {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(e)) => e,
-            Err(_) => anyhow::anyhow!("a session hung"),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(error.context(format!("no MCP session within {PEER_READY:?}")));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// One short session: initialize, tools/list, close.
-async fn probe(addr: SocketAddr) -> anyhow::Result<()> {
-    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
-    let session = ().serve(transport).await?;
-    session.list_all_tools().await?;
-    let _ = session.cancel().await;
-    Ok(())
 }
 
 /// `clients` sessions, each making `calls` echo calls one after another: calls per
