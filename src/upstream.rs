@@ -251,6 +251,7 @@ impl ServerHandler for Upstream {
     ) -> Result<InitializeResult, ErrorData> {
         // The answer carries the servers' instructions: give slow servers the list grace.
         context.peer.set_peer_info(request.clone());
+        self.session.introduced();
         self.host.set(context.peer.clone());
         self.settle(&context).await;
         self.decide(&context);

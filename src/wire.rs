@@ -77,16 +77,17 @@ pub type Inbound = Arc<dyn Fn(&[u8]) + Send + Sync>;
 pub type Divert = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 /// Writes whole messages to the stream, in order with everything else written to it.
+/// It does not keep the stream open: once the transport is closed or dropped, the writer
+/// ends (the peer sees EOF) and sending fails.
 #[derive(Clone)]
-pub struct RawSender(mpsc::Sender<Frame>);
+pub struct RawSender(mpsc::WeakSender<Frame>);
 
 impl RawSender {
     /// Queues one encoded message (without its newline).
     pub async fn send(&self, bytes: Vec<u8>) -> io::Result<()> {
-        self.0
-            .send((bytes, None))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::NotConnected, "the stream is closed"))
+        let closed = || io::Error::new(io::ErrorKind::NotConnected, "the stream is closed");
+        let writer = self.0.upgrade().ok_or_else(closed)?;
+        writer.send((bytes, None)).await.map_err(|_| closed())
     }
 }
 
@@ -160,7 +161,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
 
     /// A handle that writes encoded messages to this stream.
     pub fn sender(&self) -> RawSender {
-        RawSender(self.writer.clone())
+        RawSender(self.writer.downgrade())
     }
 
     /// Lets `hook` encode outgoing messages it wants to write differently.

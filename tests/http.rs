@@ -433,8 +433,17 @@ async fn a_stateless_front_answers_calls_and_plans() -> R {
     assert!(text(&echoed).contains("alone"), "{}", text(&echoed));
     let plan = json!({"steps": [{"id": "e", "tool": "chaos__echo", "args": {"n": 1}}]});
     let ran = client.call_tool(call("execute_plan", plan)).await?;
-    let status = ran.structured_content.clone().unwrap_or_default()["status"].clone();
-    assert_eq!(status, "succeeded", "{}", text(&ran));
+    let result = ran.structured_content.clone().unwrap_or_default();
+    assert_eq!(result["status"], "succeeded", "{}", text(&ran));
+    // A stateless run belongs to no session: a later request reads its record.
+    let uri = format!(
+        "planmux://runs/{}",
+        result["run_id"].as_str().unwrap_or_default()
+    );
+    let record = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await?;
+    assert!(format!("{record:?}").contains("chaos__echo"), "{record:?}");
     client.cancel().await?;
     Ok(())
 }
@@ -533,6 +542,39 @@ async fn sessions_cannot_read_each_others_run_records() -> R {
         .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()))
         .await;
     assert!(other.is_err(), "another session read it: {other:?}");
+    a.cancel().await?;
+    b.cancel().await?;
+    Ok(())
+}
+
+/// A call given up without an answer (here: timed out) still counts as its session's
+/// business on that server for a while: what the server asks meanwhile goes to no other
+/// session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_still_working_for_a_session_that_gave_up_asks_no_other() -> R {
+    let front =
+        Front::start("[servers.slow]\nbuiltin = \"chaos\"\ncall_timeout_ms = 200\n").await?;
+    let asker = Recorder {
+        capable: true,
+        elicit: Elicit::Accept,
+        ..Default::default()
+    };
+    let a = front.client(asker.clone(), None).await?;
+    let b = front.client(Recorder::default(), None).await?;
+    let gave_up = b
+        .call_tool(call("slow__sleep", json!({"ms": 1500})))
+        .await?;
+    assert!(text(&gave_up).contains("did not answer"), "{}", text(&gave_up));
+    let refused = a
+        .call_tool(call("slow__ask_host", json!({"kind": "elicitation"})))
+        .await?;
+    assert!(
+        text(&refused).contains("several HTTP sessions"),
+        "{}",
+        text(&refused)
+    );
+    let asked = asker.seen.lock().map(|s| s.elicitations.len()).unwrap_or(0);
+    assert_eq!(asked, 0, "the other session was asked");
     a.cancel().await?;
     b.cancel().await?;
     Ok(())

@@ -316,6 +316,17 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
     .await;
     assert!(told, "the host was not told");
 
+    // A lock that vanishes while planmux runs does not turn pinning off.
+    let kept = dir.path().join("servers.lock.kept");
+    std::fs::rename(&lock_path, &kept)?;
+    tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+    let listed = client.list_all_tools().await?;
+    assert!(
+        !listed.iter().any(|t| t.name == "chaos__echo"),
+        "a missing lock let a quarantined tool out"
+    );
+    std::fs::rename(&kept, &lock_path)?;
+
     // Accepting the changes: lock again. The running planmux reads the new lock (hot
     // reload): echo leaves quarantine, without a restart.
     assert_eq!(run("lock")?.status.code(), Some(0));

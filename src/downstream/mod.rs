@@ -425,6 +425,18 @@ impl Downstreams {
         result
     }
 
+    /// Puts `next` in force, unless it turns pinning off while a lock was in force.
+    fn repin(&self, next: Pins) {
+        let mut pins = self.pins.write().unwrap_or_else(PoisonError::into_inner);
+        if matches!(next, Pins::Unpinned) && !matches!(**pins, Pins::Unpinned) {
+            tracing::warn!(
+                "servers.lock is gone: the tools it pinned stay pinned until `planmux lock` writes it again (restart planmux to run without a lock)"
+            );
+        } else {
+            *pins = Arc::new(next);
+        }
+    }
+
     /// The server of the tool exported as `name`, and the tool's own name there.
     fn locate(&self, name: &str) -> Result<(Arc<Server>, String), DownstreamError> {
         let catalog = self.catalog();
@@ -585,8 +597,10 @@ impl Downstreams {
     /// ones restart, the others keep running untouched; the host hears what changed.
     /// The rest of the config (`[proxy]`, `[policy]`, pipelines) is not reloaded.
     pub async fn reload(&self, config: &Config) -> Reloaded {
-        // A tool reviewed with `planmux lock` since is let out of quarantine now.
-        *self.pins.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(load_pins(config));
+        // A tool reviewed with `planmux lock` since is let out of quarantine now. A lock
+        // that vanished (deleted, or mid-rename by an editor) does not turn pinning off:
+        // the pins in force stay until a lock is there again.
+        self.repin(load_pins(config));
         let old = self.servers();
         let mut next = Vec::new();
         let mut fresh = Vec::new();

@@ -63,7 +63,14 @@ struct InFlight {
     key: u64,
     server: String,
     caller: Caller,
+    /// When the call was given up without an answer (cancelled, timed out): the server
+    /// may still be working on it, so it still counts for [`ABANDONED`].
+    abandoned: Option<std::time::Instant>,
 }
+
+/// How long a call given up without an answer still counts as the server's business:
+/// what the server asks meanwhile may be for it, and must not go to another session.
+const ABANDONED: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The least severe log level a host wants (`logging/setLevel`); unset: all.
 #[derive(Default)]
@@ -90,6 +97,9 @@ pub struct Session {
     id: u64,
     pub log_level: LogLevel,
     subscribed: Mutex<HashSet<String>>,
+    /// Whether the host introduced itself with `initialize`: only such a session lives
+    /// past one request (rmcp gives stateless requests a made-up peer info of their own).
+    introduced: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -105,6 +115,11 @@ impl Session {
     /// Its id, unique in this process.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The host sent `initialize` on this session.
+    pub fn introduced(&self) {
+        self.introduced.store(true, Ordering::Release);
     }
 
     /// Records a subscription to `uri`: whether it is new for this session.
@@ -158,7 +173,8 @@ impl Caller {
     /// `initialize`; a stateless request (protocol 2026-07-28, `--stateless`) has none,
     /// and no later request could prove to be it.
     pub fn owner(&self) -> Option<u64> {
-        self.peer.peer_info().map(|_| self.session.id())
+        let introduced = self.session.introduced.load(Ordering::Acquire);
+        introduced.then(|| self.session.id())
     }
 
     /// The same caller, for calls whose progress is not relayed (a plan's steps: the
@@ -173,15 +189,28 @@ impl Caller {
 pub(crate) struct Calling<'a> {
     host: &'a HostLink,
     key: u64,
+    answered: bool,
+}
+
+impl Calling<'_> {
+    /// The server answered: the call is over for it too.
+    pub(crate) fn answered(&mut self) {
+        self.answered = true;
+    }
 }
 
 impl Drop for Calling<'_> {
     fn drop(&mut self) {
-        self.host
+        let mut calls = self
+            .host
             .calls
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|call| call.key != self.key);
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.answered {
+            calls.retain(|call| call.key != self.key);
+        } else if let Some(call) = calls.iter_mut().find(|call| call.key == self.key) {
+            call.abandoned = Some(std::time::Instant::now());
+        }
     }
 }
 
@@ -236,24 +265,31 @@ impl HostLink {
     pub(crate) fn calling(&self, server: &str, caller: Option<&Caller>) -> Option<Calling<'_>> {
         let caller = caller.filter(|_| self.sessions)?;
         let key = self.next_call.fetch_add(1, Ordering::Relaxed);
-        self.calls
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(InFlight {
-                key,
-                server: server.to_owned(),
-                caller: caller.clone(),
-            });
-        Some(Calling { host: self, key })
+        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        calls.retain(|call| call.abandoned.is_none_or(|at| at.elapsed() < ABANDONED));
+        calls.push(InFlight {
+            key,
+            server: server.to_owned(),
+            caller: caller.clone(),
+            abandoned: None,
+        });
+        Some(Calling {
+            host: self,
+            key,
+            answered: false,
+        })
     }
 
     /// With many sessions, whom what `server` asks or says now is for: the session
-    /// whose calls are in flight on it (its oldest call). MCP gives a server's request
-    /// no link to the call that caused it, so when no session or several have calls in
-    /// flight there, no session is chosen and the reason is returned.
+    /// whose calls are in flight on it (its oldest call; calls given up in the last
+    /// [`ABANDONED`] count too). MCP gives a server's request no link to the call that
+    /// caused it, so when no session or several have calls there, no session is chosen
+    /// and the reason is returned.
     pub(crate) fn caller_of(&self, server: &str) -> Result<Caller, String> {
         let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut on_server = calls.iter().filter(|c| c.server == server);
+        let mut on_server = calls.iter().filter(|c| {
+            c.server == server && c.abandoned.is_none_or(|at| at.elapsed() < ABANDONED)
+        });
         let Some(first) = on_server.next() else {
             return Err(format!(
                 "no call is in flight on '{server}', so planmux cannot tell which HTTP session it is for"

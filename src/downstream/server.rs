@@ -523,7 +523,7 @@ impl Server {
         caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<Answer, DownstreamError> {
-        let _calling = self.host.calling(&self.config.name, caller);
+        let mut calling = self.host.calling(&self.config.name, caller);
         let server = &self.config.name;
         let tool = label.to_owned();
         let cancelled = || DownstreamError::Cancelled {
@@ -597,8 +597,18 @@ impl Server {
         };
         let result = tokio::select! {
             response = handle.answer() => match response {
-                Ok(result) => Ok(result),
-                Err(ServiceError::McpError(error)) => Err(DownstreamError::Rpc { server: server.clone(), error: Box::new(error) }),
+                Ok(result) => {
+                    if let Some(calling) = calling.as_mut() {
+                        calling.answered();
+                    }
+                    Ok(result)
+                }
+                Err(ServiceError::McpError(error)) => {
+                    if let Some(calling) = calling.as_mut() {
+                        calling.answered();
+                    }
+                    Err(DownstreamError::Rpc { server: server.clone(), error: Box::new(error) })
+                }
                 Err(e) => Err(self.exited(&live, e).await),
             },
             () = cancel.cancelled() => {

@@ -123,11 +123,15 @@ impl Passthrough {
     ) {
         let id = request["id"].clone();
         let answer = self.answer(request, &name, &cancel).await;
-        let reply = encode(&id, answer);
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key);
+        if cancel.is_cancelled() && !self.upstream.shutdown.is_cancelled() {
+            // The host cancelled it: like rmcp, no answer (the host may reuse the id).
+            return;
+        }
+        let reply = encode(&id, answer);
         if let Err(error) = self.writer.send(reply).await {
             tracing::debug!(%error, "the host's stream closed before a passthrough answer");
         }
