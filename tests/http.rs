@@ -564,7 +564,11 @@ async fn a_server_still_working_for_a_session_that_gave_up_asks_no_other() -> R 
     let gave_up = b
         .call_tool(call("slow__sleep", json!({"ms": 1500})))
         .await?;
-    assert!(text(&gave_up).contains("did not answer"), "{}", text(&gave_up));
+    assert!(
+        text(&gave_up).contains("did not answer"),
+        "{}",
+        text(&gave_up)
+    );
     let refused = a
         .call_tool(call("slow__ask_host", json!({"kind": "elicitation"})))
         .await?;

@@ -185,7 +185,8 @@ impl Caller {
     }
 }
 
-/// A call's place in [`HostLink`]'s calls in flight, given up when dropped.
+/// A call's place in [`HostLink`]'s calls in flight: removed when dropped after the
+/// server answered, kept [`ABANDONED`] longer otherwise.
 pub(crate) struct Calling<'a> {
     host: &'a HostLink,
     key: u64,
