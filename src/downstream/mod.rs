@@ -3,6 +3,7 @@
 
 pub mod fields;
 mod raw;
+mod sessions;
 pub use raw::RawReply;
 mod relay;
 mod resources;

@@ -7,14 +7,17 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use super::sessions::{Caller, LogLevel, Session};
+use super::sessions::{Calling, Calls};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use rmcp::model::{
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientResult,
     CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
     ElicitRequestParams, ElicitResult, ErrorCode, GetExtensions, Implementation, ListRootsRequest,
-    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressToken, ProtocolVersion,
-    RequestId, ResourceUpdatedNotificationParam, ServerRequest,
+    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProtocolVersion, RequestId,
+    ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{
     NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, SubscriptionSink,
@@ -51,168 +54,10 @@ pub struct HostLink {
     /// dropped as they are met.
     everyone: RwLock<Vec<(Arc<Session>, Peer<RoleServer>)>>,
     /// With many sessions: the downstream calls in flight and whom each is for.
-    calls: Mutex<Vec<InFlight>>,
-    next_call: AtomicU64,
+    calls: Calls,
     /// How many sessions (or listen streams) are subscribed to each resource URI: the
     /// downstream subscription is made for the first and ended with the last.
     interest: Mutex<HashMap<String, usize>>,
-}
-
-/// A downstream call in flight for a session.
-struct InFlight {
-    key: u64,
-    server: String,
-    caller: Caller,
-    /// When the call was given up without an answer (cancelled, timed out): the server
-    /// may still be working on it, so it still counts for [`ABANDONED`].
-    abandoned: Option<std::time::Instant>,
-}
-
-/// How long a call given up without an answer still counts as the server's business:
-/// what the server asks meanwhile may be for it, and must not go to another session.
-const ABANDONED: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The least severe log level a host wants (`logging/setLevel`); unset: all.
-#[derive(Default)]
-pub struct LogLevel(RwLock<Option<LoggingLevel>>);
-
-impl LogLevel {
-    /// The host asked for messages at `level` or more severe.
-    pub fn set(&self, level: LoggingLevel) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Some(level);
-    }
-
-    /// Whether the host wants messages at `level`.
-    fn wants(&self, level: LoggingLevel) -> bool {
-        let min = *self.0.read().unwrap_or_else(PoisonError::into_inner);
-        // LoggingLevel lists its variants from least to most severe.
-        min.is_none_or(|min| level as u8 >= min as u8)
-    }
-}
-
-/// One host session, and what it asked for itself: its log level and the resources it
-/// subscribed to. With one host (stdio) there is one; over HTTP, one per session.
-#[derive(Default)]
-pub struct Session {
-    id: u64,
-    pub log_level: LogLevel,
-    subscribed: Mutex<HashSet<String>>,
-    /// Whether the host introduced itself with `initialize`: only such a session lives
-    /// past one request (rmcp gives stateless requests a made-up peer info of their own).
-    introduced: std::sync::atomic::AtomicBool,
-}
-
-impl Session {
-    /// A session with an id no other session of this process has.
-    pub fn new() -> Arc<Self> {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        Arc::new(Self {
-            id: NEXT.fetch_add(1, Ordering::Relaxed),
-            ..Self::default()
-        })
-    }
-
-    /// Its id, unique in this process.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The host sent `initialize` on this session.
-    pub fn introduced(&self) {
-        self.introduced.store(true, Ordering::Release);
-    }
-
-    /// Records a subscription to `uri`: whether it is new for this session.
-    pub fn subscribe(&self, uri: &str) -> bool {
-        self.subscribed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uri.to_owned())
-    }
-
-    /// Ends a subscription to `uri`: whether this session had it.
-    pub fn unsubscribe(&self, uri: &str) -> bool {
-        self.subscribed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uri)
-    }
-
-    fn subscribed_to(&self, uri: &str) -> bool {
-        self.subscribed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(uri)
-    }
-}
-
-/// Whom a downstream call is made for: the session whose request caused it, that
-/// request, and the progress token the host gave for it (a plan's steps have none).
-#[derive(Clone)]
-pub struct Caller {
-    pub peer: Peer<RoleServer>,
-    pub session: Arc<Session>,
-    /// The host's request: over HTTP, a server's request during the call rides that
-    /// request's stream.
-    pub request: RequestId,
-    pub progress: Option<ProgressToken>,
-}
-
-impl Caller {
-    /// The caller of the host's request in `context`, on `session`.
-    pub fn of(context: &RequestContext<RoleServer>, session: &Arc<Session>) -> Self {
-        Self {
-            peer: context.peer.clone(),
-            session: session.clone(),
-            request: context.id.clone(),
-            progress: context.meta.get_progress_token(),
-        }
-    }
-
-    /// The session whose runs are this caller's: one that introduced itself with
-    /// `initialize`; a stateless request (protocol 2026-07-28, `--stateless`) has none,
-    /// and no later request could prove to be it.
-    pub fn owner(&self) -> Option<u64> {
-        let introduced = self.session.introduced.load(Ordering::Acquire);
-        introduced.then(|| self.session.id())
-    }
-
-    /// The same caller, for calls whose progress is not relayed (a plan's steps: the
-    /// plan reports its own).
-    pub fn without_progress(mut self) -> Self {
-        self.progress = None;
-        self
-    }
-}
-
-/// A call's place in [`HostLink`]'s calls in flight: removed when dropped after the
-/// server answered, kept [`ABANDONED`] longer otherwise.
-pub(crate) struct Calling<'a> {
-    host: &'a HostLink,
-    key: u64,
-    answered: bool,
-}
-
-impl Calling<'_> {
-    /// The server answered: the call is over for it too.
-    pub(crate) fn answered(&mut self) {
-        self.answered = true;
-    }
-}
-
-impl Drop for Calling<'_> {
-    fn drop(&mut self) {
-        let mut calls = self
-            .host
-            .calls
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if self.answered {
-            calls.retain(|call| call.key != self.key);
-        } else if let Some(call) = calls.iter_mut().find(|call| call.key == self.key) {
-            call.abandoned = Some(std::time::Instant::now());
-        }
-    }
 }
 
 impl HostLink {
@@ -265,43 +110,13 @@ impl HostLink {
     /// Only with many sessions: one host needs no telling apart.
     pub(crate) fn calling(&self, server: &str, caller: Option<&Caller>) -> Option<Calling<'_>> {
         let caller = caller.filter(|_| self.sessions)?;
-        let key = self.next_call.fetch_add(1, Ordering::Relaxed);
-        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        calls.retain(|call| call.abandoned.is_none_or(|at| at.elapsed() < ABANDONED));
-        calls.push(InFlight {
-            key,
-            server: server.to_owned(),
-            caller: caller.clone(),
-            abandoned: None,
-        });
-        Some(Calling {
-            host: self,
-            key,
-            answered: false,
-        })
+        Some(self.calls.start(server, caller))
     }
 
-    /// With many sessions, whom what `server` asks or says now is for: the session
-    /// whose calls are in flight on it (its oldest call; calls given up in the last
-    /// [`ABANDONED`] count too). MCP gives a server's request no link to the call that
-    /// caused it, so when no session or several have calls there, no session is chosen
-    /// and the reason is returned.
+    /// With many sessions, whom what `server` asks or says now is for (see
+    /// [`Calls::caller_of`]).
     pub(crate) fn caller_of(&self, server: &str) -> Result<Caller, String> {
-        let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut on_server = calls.iter().filter(|c| {
-            c.server == server && c.abandoned.is_none_or(|at| at.elapsed() < ABANDONED)
-        });
-        let Some(first) = on_server.next() else {
-            return Err(format!(
-                "no call is in flight on '{server}', so planmux cannot tell which HTTP session it is for"
-            ));
-        };
-        if on_server.any(|c| c.caller.session.id != first.caller.session.id) {
-            return Err(format!(
-                "calls of several HTTP sessions are in flight on '{server}', so planmux cannot tell which one it is for"
-            ));
-        }
-        Ok(first.caller.clone())
+        self.calls.caller_of(server)
     }
 
     /// Counts interest in `uri` (a session's subscription or a listen stream's): true

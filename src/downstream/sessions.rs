@@ -1,0 +1,222 @@
+//! Who a downstream call is for: each host session (its log level, its subscriptions,
+//! whether it introduced itself), the caller of a call (session, request, progress
+//! token), and, over HTTP, the calls in flight per server, from which what a server asks
+//! or says is given to the one session it can be for.
+
+// Logging is deprecated by SEP-2577, but hosts still set levels and show messages.
+#![allow(deprecated)]
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{LoggingLevel, ProgressToken, RequestId};
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer};
+
+/// A downstream call in flight for a session.
+struct InFlight {
+    key: u64,
+    server: String,
+    caller: Caller,
+    /// When the call was given up without an answer (cancelled, timed out): the server
+    /// may still be working on it, so it still counts for [`ABANDONED`].
+    abandoned: Option<Instant>,
+}
+
+/// How long a call given up without an answer still counts as the server's business:
+/// what the server asks meanwhile may be for it, and must not go to another session.
+const ABANDONED: Duration = Duration::from_secs(5);
+
+/// The least severe log level a host wants (`logging/setLevel`); unset: all.
+#[derive(Default)]
+pub struct LogLevel(RwLock<Option<LoggingLevel>>);
+
+impl LogLevel {
+    /// The host asked for messages at `level` or more severe.
+    pub fn set(&self, level: LoggingLevel) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Some(level);
+    }
+
+    /// Whether the host wants messages at `level`.
+    pub(crate) fn wants(&self, level: LoggingLevel) -> bool {
+        let min = *self.0.read().unwrap_or_else(PoisonError::into_inner);
+        // LoggingLevel lists its variants from least to most severe.
+        min.is_none_or(|min| level as u8 >= min as u8)
+    }
+}
+
+/// One host session, and what it asked for itself: its log level and the resources it
+/// subscribed to. With one host (stdio) there is one; over HTTP, one per session.
+#[derive(Default)]
+pub struct Session {
+    id: u64,
+    pub log_level: LogLevel,
+    subscribed: Mutex<HashSet<String>>,
+    /// Whether the host introduced itself with `initialize`: only such a session lives
+    /// past one request (rmcp gives stateless requests a made-up peer info of their own).
+    introduced: AtomicBool,
+}
+
+impl Session {
+    /// A session with an id no other session of this process has.
+    pub fn new() -> Arc<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Arc::new(Self {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            ..Self::default()
+        })
+    }
+
+    /// Its id, unique in this process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The host sent `initialize` on this session.
+    pub fn introduced(&self) {
+        self.introduced.store(true, Ordering::Release);
+    }
+
+    /// Records a subscription to `uri`: whether it is new for this session.
+    pub fn subscribe(&self, uri: &str) -> bool {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uri.to_owned())
+    }
+
+    /// Ends a subscription to `uri`: whether this session had it.
+    pub fn unsubscribe(&self, uri: &str) -> bool {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uri)
+    }
+
+    pub(crate) fn subscribed_to(&self, uri: &str) -> bool {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(uri)
+    }
+}
+
+/// Whom a downstream call is made for: the session whose request caused it, that
+/// request, and the progress token the host gave for it (a plan's steps have none).
+#[derive(Clone)]
+pub struct Caller {
+    pub peer: Peer<RoleServer>,
+    pub session: Arc<Session>,
+    /// The host's request: over HTTP, a server's request during the call rides that
+    /// request's stream.
+    pub request: RequestId,
+    pub progress: Option<ProgressToken>,
+}
+
+impl Caller {
+    /// The caller of the host's request in `context`, on `session`.
+    pub fn of(context: &RequestContext<RoleServer>, session: &Arc<Session>) -> Self {
+        Self {
+            peer: context.peer.clone(),
+            session: session.clone(),
+            request: context.id.clone(),
+            progress: context.meta.get_progress_token(),
+        }
+    }
+
+    /// The session whose runs are this caller's: one that introduced itself with
+    /// `initialize`; a stateless request (protocol 2026-07-28, `--stateless`) has none,
+    /// and no later request could prove to be it.
+    pub fn owner(&self) -> Option<u64> {
+        let introduced = self.session.introduced.load(Ordering::Acquire);
+        introduced.then(|| self.session.id())
+    }
+
+    /// The same caller, for calls whose progress is not relayed (a plan's steps: the
+    /// plan reports its own).
+    pub fn without_progress(mut self) -> Self {
+        self.progress = None;
+        self
+    }
+}
+
+/// A call's place among the calls in flight: removed when dropped after the server
+/// answered, kept [`ABANDONED`] longer otherwise.
+pub(crate) struct Calling<'a> {
+    calls: &'a Calls,
+    key: u64,
+    answered: bool,
+}
+
+impl Calling<'_> {
+    /// The server answered: the call is over for it too.
+    pub(crate) fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Calling<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.calls.lock();
+        if self.answered {
+            calls.retain(|call| call.key != self.key);
+        } else if let Some(call) = calls.iter_mut().find(|call| call.key == self.key) {
+            call.abandoned = Some(Instant::now());
+        }
+    }
+}
+
+/// The downstream calls in flight, and whom each is for.
+#[derive(Default)]
+pub(crate) struct Calls {
+    calls: Mutex<Vec<InFlight>>,
+    next: AtomicU64,
+}
+
+impl Calls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<InFlight>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes a call to `server` for `caller`, until the returned guard drops.
+    pub(crate) fn start(&self, server: &str, caller: &Caller) -> Calling<'_> {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut calls = self.lock();
+        calls.retain(|call| call.abandoned.is_none_or(|at| at.elapsed() < ABANDONED));
+        calls.push(InFlight {
+            key,
+            server: server.to_owned(),
+            caller: caller.clone(),
+            abandoned: None,
+        });
+        Calling {
+            calls: self,
+            key,
+            answered: false,
+        }
+    }
+
+    /// Whom what `server` asks or says now is for: the session whose calls are in flight
+    /// on it (its oldest call; calls given up in the last [`ABANDONED`] count too). MCP
+    /// gives a server's request no link to the call that caused it, so when no session or
+    /// several have calls there, no session is chosen and the reason is returned.
+    pub(crate) fn caller_of(&self, server: &str) -> Result<Caller, String> {
+        let calls = self.lock();
+        let mut on_server = calls.iter().filter(|c| {
+            c.server == server && c.abandoned.is_none_or(|at| at.elapsed() < ABANDONED)
+        });
+        let Some(first) = on_server.next() else {
+            return Err(format!(
+                "no call is in flight on '{server}', so planmux cannot tell which HTTP session it is for"
+            ));
+        };
+        if on_server.any(|c| c.caller.session.id() != first.caller.session.id()) {
+            return Err(format!(
+                "calls of several HTTP sessions are in flight on '{server}', so planmux cannot tell which one it is for"
+            ));
+        }
+        Ok(first.caller.clone())
+    }
+}
