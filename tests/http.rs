@@ -39,6 +39,15 @@ impl Front {
             "[servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n[servers.chaos]\nbuiltin = \"chaos\"\n{extra}"
         );
         let config = Config::parse(&text, "test", dir.path(), &|_| None)?;
+        Self::serve(config, stateless, dir).await
+    }
+
+    /// Serves `config` (whose files are in `dir`, kept as long as the front runs).
+    async fn serve(
+        config: Config,
+        stateless: bool,
+        dir: tempfile::TempDir,
+    ) -> anyhow::Result<Front> {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let options = HttpOptions {
@@ -455,28 +464,7 @@ async fn reload_adds_and_removes_servers_while_sessions_are_open() -> R {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("servers.toml");
     std::fs::write(&path, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
-    let config = Config::load(&path)?;
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let options = HttpOptions {
-        addr: "127.0.0.1:0".parse()?,
-        stateless: false,
-    };
-    let task = tokio::spawn(async move {
-        let ready = move |addr| {
-            let _ = ready_tx.send(addr);
-        };
-        serve_http(&config, options, ready, async {
-            let _ = stop_rx.await;
-        })
-        .await
-    });
-    let front = Front {
-        addr: ready_rx.await?,
-        stop: Some(stop_tx),
-        task,
-        _dir: dir,
-    };
+    let front = Front::serve(Config::load(&path)?, false, dir).await?;
     let recorder = Recorder::default();
     let client = front.client(recorder.clone(), None).await?;
     let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
