@@ -465,9 +465,14 @@ impl Downstreams {
     /// Whether a call of `name` can take the passthrough path now: a catalog tool whose
     /// server is up on a line connection.
     pub fn takes_raw(&self, name: &str) -> bool {
-        self.locate(name).is_ok_and(
-            |(server, _)| matches!(server.state(), State::Ready(live) if live.takes_raw()),
-        )
+        // A plain lookup: this runs on the host's read path, where an unknown name must
+        // not cost the closest-name hints `locate` builds for its error.
+        let catalog = self.catalog();
+        let Some(entry) = catalog.get(name) else {
+            return false;
+        };
+        self.server(&entry.server)
+            .is_some_and(|server| matches!(server.state(), State::Ready(live) if live.takes_raw()))
     }
 
     /// [`Self::call_tool`] on the passthrough path: `request` is the host's `tools/call`

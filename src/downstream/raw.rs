@@ -32,6 +32,8 @@ pub(crate) struct RawCalls {
     writer: RawSender,
     pending: Mutex<HashMap<String, oneshot::Sender<RawReply>>>,
     next: AtomicU64,
+    /// Finds [`PREFIX`] in a message, built once (every message of the server is scanned).
+    prefix: memchr::memmem::Finder<'static>,
 }
 
 /// A server's response line to a raw call, and where its result or error is in it: read
@@ -93,6 +95,7 @@ impl RawCalls {
             writer,
             pending: Mutex::default(),
             next: AtomicU64::new(1),
+            prefix: memchr::memmem::Finder::new(PREFIX.as_bytes()),
         })
     }
 
@@ -120,14 +123,11 @@ impl RawCalls {
     pub(crate) fn divert(self: &Arc<Self>) -> Divert {
         let calls = Arc::downgrade(self);
         Arc::new(move |text: &[u8]| {
-            // Most messages are not ours: a scan, not a parse, tells.
-            if memchr::memmem::find(text, PREFIX.as_bytes()).is_none() {
-                return false;
-            }
             let Some(calls) = calls.upgrade() else {
                 return false;
             };
-            calls.take(text)
+            // Most messages are not ours: a scan, not a parse, tells.
+            calls.prefix.find(text).is_some() && calls.take(text)
         })
     }
 

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use memchr::memmem::Finder;
 use rmcp::model::{CallToolResult, ErrorData, ProgressToken, RequestId};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +33,10 @@ pub struct Passthrough {
     writer: RawSender,
     /// The calls in flight, by the host's request id (as JSON text), for cancellation.
     in_flight: Mutex<HashMap<String, CancellationToken>>,
+    /// What tells the messages this path looks at, built once (every host message is
+    /// scanned).
+    cancellation: Finder<'static>,
+    call: Finder<'static>,
 }
 
 impl Passthrough {
@@ -41,6 +46,8 @@ impl Passthrough {
             upstream,
             writer,
             in_flight: Mutex::default(),
+            cancellation: Finder::new(b"notifications/cancelled"),
+            call: Finder::new(b"tools/call"),
         })
     }
 
@@ -53,12 +60,11 @@ impl Passthrough {
     }
 
     fn claim(self: &Arc<Self>, text: &[u8]) -> bool {
-        let has = |needle: &[u8]| memchr::memmem::find(text, needle).is_some();
-        if has(b"notifications/cancelled") {
+        if self.cancellation.find(text).is_some() {
             self.cancelled(text);
             return false;
         }
-        if !has(b"tools/call") {
+        if self.call.find(text).is_none() {
             return false;
         }
         let Ok(request) = serde_json::from_slice::<Value>(text) else {
