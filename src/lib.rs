@@ -22,6 +22,7 @@ pub mod hosts;
 pub mod http;
 pub mod lock;
 pub mod pipelines;
+pub mod pipes;
 pub mod plan;
 pub mod policy;
 pub mod reload;

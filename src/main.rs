@@ -192,7 +192,7 @@ fn start() -> Result<i32> {
         .enable_all()
         .build()?;
     let code = runtime.block_on(run(cli));
-    // Do not wait for blocked stdin readers: everything that matters is closed by now.
+    // Do not wait for a blocked stdin reader (a terminal's): everything that matters is closed by now.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
 }
@@ -287,10 +287,7 @@ async fn run(cli: Cli) -> Result<i32> {
 }
 
 async fn serve(config: Config) -> Result<()> {
-    // Large answers cross the host's pipes in fewer hand-offs (when they are pipes).
-    planmux::wire::widen_pipe(std::io::stdin());
-    planmux::wire::widen_pipe(std::io::stdout());
-    let (reader, writer) = rmcp::transport::io::stdio_pipes();
+    let (reader, writer) = planmux::pipes::host_stdio();
     planmux::serve::serve(&config, reader, writer, terminated())
         .await
         .context("MCP handshake with the host failed")

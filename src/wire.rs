@@ -33,17 +33,6 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_NESTING: usize = 512;
 /// How much of an oversized line is kept to find its id: ids come first in practice.
 const HEAD_BYTES: usize = 64 * 1024;
-/// The pipe buffer asked for on the pipes planmux reads and writes: the kernel's default
-/// (64 KiB) makes a 20 MB answer cross in ~300 hand-offs between processes per pipe;
-/// 1 MiB (Linux's default limit for an unprivileged process) in ~20.
-const PIPE_BUFFER: i32 = 1024 * 1024;
-
-/// Widens the pipe behind `fd` to [`PIPE_BUFFER`], if it is a pipe and the system allows
-/// it; anything else (a file, a terminal, a socket, a lower limit) is left as it is.
-pub fn widen_pipe(fd: impl std::os::fd::AsFd) {
-    let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BUFFER));
-}
-
 /// Bytes read from the stream at a time.
 const READ_BUFFER: usize = 64 * 1024;
 /// Frames waiting for the writer: senders wait beyond this, so memory stays bounded even

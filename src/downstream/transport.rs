@@ -163,8 +163,8 @@ pub(crate) async fn connect(
             let (Some(stdout), Some(stdin)) = pipes else {
                 return Err(format!("cannot start '{command}': its pipes are missing"));
             };
-            crate::wire::widen_pipe(&stdout);
-            crate::wire::widen_pipe(&stdin);
+            crate::pipes::widen_pipe(&stdout);
+            crate::pipes::widen_pipe(&stdin);
             let tail = StderrTail::default();
             if let Some(stderr) = child.inner_mut().stderr().take() {
                 let tail = tail.clone();

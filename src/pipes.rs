@@ -1,0 +1,66 @@
+//! The pipes planmux talks over: widened for large messages, and the host's stdio polled
+//! by the runtime itself.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileTypeExt;
+
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::unix::pipe;
+
+/// The pipe buffer asked for on the pipes planmux reads and writes: the kernel's default
+/// (64 KiB) makes a 20 MB answer cross in ~300 hand-offs between processes per pipe;
+/// 1 MiB (Linux's default limit for an unprivileged process) in ~20.
+const PIPE_BUFFER: i32 = 1024 * 1024;
+
+/// Widens the pipe behind `fd` to [`PIPE_BUFFER`], if it is a pipe and the system allows
+/// it; anything else (a file, a terminal, a socket, a lower limit) is left as it is.
+pub fn widen_pipe(fd: impl AsFd) {
+    let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_BUFFER));
+}
+
+/// The host's stdin, as a stream for the runtime.
+pub type HostReader = Box<dyn AsyncRead + Send + Unpin>;
+/// The host's stdout, as a stream for the runtime.
+pub type HostWriter = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// The host's stdin and stdout, widened.
+///
+/// When they are pipes or sockets (how hosts launch a server), they are made non-blocking
+/// and polled by the runtime like a child's pipes. tokio's own stdio instead hands every
+/// read and write to a blocking thread and back: two more thread wake-ups per message,
+/// which on a proxied call cost as much as planmux's own work. Anything else (a terminal,
+/// a file) goes through tokio's stdio. Must be called within the runtime.
+pub fn host_stdio() -> (HostReader, HostWriter) {
+    widen_pipe(io::stdin());
+    widen_pipe(io::stdout());
+    let reader: HostReader = match polled(io::stdin().as_fd().try_clone_to_owned()) {
+        Some(fd) => match pipe::Receiver::from_owned_fd_unchecked(fd) {
+            Ok(stdin) => Box::new(stdin),
+            Err(_) => Box::new(tokio::io::stdin()),
+        },
+        None => Box::new(tokio::io::stdin()),
+    };
+    let writer: HostWriter = match polled(io::stdout().as_fd().try_clone_to_owned()) {
+        Some(fd) => match pipe::Sender::from_owned_fd_unchecked(fd) {
+            Ok(stdout) => Box::new(stdout),
+            Err(_) => Box::new(tokio::io::stdout()),
+        },
+        None => Box::new(tokio::io::stdout()),
+    };
+    (reader, writer)
+}
+
+/// `fd`, made non-blocking, if it is a pipe or a socket (what the runtime can poll).
+fn polled(fd: io::Result<OwnedFd>) -> Option<OwnedFd> {
+    let file = File::from(fd.ok()?);
+    let kind = file.metadata().ok()?.file_type();
+    if !kind.is_fifo() && !kind.is_socket() {
+        return None;
+    }
+    let flags = OFlag::from_bits_retain(fcntl(&file, FcntlArg::F_GETFL).ok()?);
+    fcntl(&file, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).ok()?;
+    Some(file.into())
+}
