@@ -3,13 +3,15 @@
 //! machine noise hits every arm alike.
 //!
 //! - **Latency**: server-everything's `echo` (run by the Node that tests/interop pins) over
-//!   each arm: direct (stdio); planmux over stdio and over streamable HTTP; and the peers,
-//!   each in front of its own server-everything over stdio: fastmcp's proxy (stdio, PyPI),
-//!   supergateway and mcp-proxy (streamable HTTP, npm). Each round alternates the arms call
-//!   by call. Per arm: median and p90 over every round, and the ratio to direct (the median
+//!   each arm: direct (stdio); a byte copier, the floor of any stdio proxy (this binary
+//!   copying bytes both ways, reading none); planmux over stdio and over streamable HTTP;
+//!   and the peers, each in front of its own server-everything over stdio: fastmcp's
+//!   proxy (stdio, PyPI), supergateway and mcp-proxy (streamable HTTP, npm). Each round
+//!   alternates the arms call by call. Per arm: median and p90 over every round, and the ratio to direct (the median
 //!   over rounds of that round's median ratio). The headline, on its own line, is planmux
-//!   over direct on stdio (target ≤ 1.15). The chaos demo's `echo`, direct and through
-//!   planmux, is a second table: it shows planmux's own share of the time.
+//!   over direct on stdio (target ≤ 1.15). The chaos demo's `echo`, direct, through the
+//!   copier and through planmux, is a second table: it shows planmux's own share of the
+//!   time.
 //! - **Throughput**: each arm's one session with 1 caller, then with 10 callers at once.
 //! - **Large answers**: the chaos demo's `bytes` (20 MB of text) direct and through planmux
 //!   (target ≤ 1.2).
@@ -291,9 +293,15 @@ async fn everything(setup: &Setup, sizes: &Sizes) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The chaos demo tables: echo latency, then large answers, direct and through planmux.
+/// The chaos demo tables: echo latency, then large answers, direct, through the copier
+/// and through planmux.
 async fn chaos(setup: &Setup, sizes: &Sizes) -> anyhow::Result<()> {
-    let arms = start_arms(&[Route::Direct, Route::Planmux], Server::Chaos, setup).await?;
+    let arms = start_arms(
+        &[Route::Direct, Route::Copier, Route::Planmux],
+        Server::Chaos,
+        setup,
+    )
+    .await?;
     let rows = latency(&arms, sizes).await?;
     print_latency(
         "chaos demo echo (planmux's own share of the time)",
@@ -371,8 +379,15 @@ async fn startup(sizes: &Sizes) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    if std::env::var_os(arms::COPIER).is_some() {
+        return arms::copy_both_ways();
+    }
+    tokio::runtime::Runtime::new()?.block_on(run())
+}
+
+/// The bench itself.
+async fn run() -> anyhow::Result<()> {
     // `cargo bench` passes --bench; under `cargo test` (CI) this only checks it still runs.
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");

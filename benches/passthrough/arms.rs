@@ -118,6 +118,9 @@ fn path_arg(path: &Path) -> String {
 pub enum Route {
     /// The server itself: every ratio divides by it.
     Direct,
+    /// The floor of any stdio proxy here: an extra process that copies bytes both ways and
+    /// reads none of them ([`copy_both_ways`]), so its cost is the process and the pipes.
+    Copier,
     /// `planmux serve` over stdio, as a desktop host runs it.
     Planmux,
     /// `planmux serve --http`, as a remote host reaches it.
@@ -133,8 +136,9 @@ pub enum Route {
 
 impl Route {
     /// Every route, in the order of the rows; direct first.
-    pub const ALL: [Route; 6] = [
+    pub const ALL: [Route; 7] = [
         Route::Direct,
+        Route::Copier,
         Route::Planmux,
         Route::PlanmuxHttp,
         Route::Fastmcp,
@@ -146,6 +150,7 @@ impl Route {
     pub fn label(self) -> &'static str {
         match self {
             Route::Direct => "direct (stdio)",
+            Route::Copier => "byte copier (stdio, the floor)",
             Route::Planmux => "planmux (stdio)",
             Route::PlanmuxHttp => "planmux (streamable HTTP)",
             Route::Fastmcp => "fastmcp proxy (stdio)",
@@ -158,6 +163,7 @@ impl Route {
     fn slug(self) -> &'static str {
         match self {
             Route::Direct => "direct",
+            Route::Copier => "copier",
             Route::Planmux => "planmux",
             Route::PlanmuxHttp => "planmux-http",
             Route::Fastmcp => "fastmcp",
@@ -180,7 +186,7 @@ impl Route {
     fn peer_program(self) -> Option<PathBuf> {
         let interop = peers::interop_dir();
         match self {
-            Route::Direct | Route::Planmux | Route::PlanmuxHttp => None,
+            Route::Direct | Route::Copier | Route::Planmux | Route::PlanmuxHttp => None,
             Route::Fastmcp => Some(interop.join(".venv-peers/bin/fastmcp")),
             Route::Supergateway => Some(interop.join("node_modules/.bin/supergateway")),
             Route::McpProxy => Some(interop.join("node_modules/.bin/mcp-proxy")),
@@ -203,11 +209,13 @@ impl Route {
         let addr = format!("127.0.0.1:{port}");
         let mut command = std::process::Command::new(match self {
             Route::Direct => program.clone(),
+            Route::Copier => std::env::current_exe().unwrap_or_default(),
             Route::Planmux | Route::PlanmuxHttp => BIN.into(),
             Route::Fastmcp | Route::Supergateway | Route::McpProxy => self.program(),
         });
         match self {
             Route::Direct => command.args(&args),
+            Route::Copier => command.env(COPIER, "1").arg(&program).args(&args),
             Route::Planmux => command.args(["serve", "--config", config.as_str()]),
             Route::PlanmuxHttp => command
                 .args(["serve", "--http", addr.as_str()])
@@ -265,6 +273,34 @@ impl Route {
         arm.expect_tool("echo").await?;
         Ok(arm)
     }
+}
+
+/// Set in the environment of this bench's own binary when it runs as the copier.
+pub const COPIER: &str = "PLANMUX_BENCH_COPIER";
+
+/// The copier's whole job, when the bench's binary is started with [`COPIER`] set: run the
+/// command its arguments name and copy bytes from stdin to the command's stdin and from
+/// its stdout to stdout, with a blocking thread each way, reading none of them. Returns
+/// when the command's stdout closes.
+pub fn copy_both_ways() -> anyhow::Result<()> {
+    let mut args = std::env::args_os().skip(1);
+    let program = args.next().context("the copier needs a command")?;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let (mut to_child, mut from_child) = (child.stdin.take(), child.stdout.take());
+    std::thread::spawn(move || {
+        if let Some(to_child) = &mut to_child {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), to_child);
+        }
+    });
+    if let Some(from_child) = &mut from_child {
+        std::io::copy(from_child, &mut std::io::stdout().lock())?;
+    }
+    child.kill().ok();
+    Ok(())
 }
 
 /// A command line for `sh -c`: every word single-quoted.
