@@ -386,7 +386,10 @@ impl Policy {
         (self.confirm.covers(tier) && !approved).then_some(tier)
     }
 
-    /// One decision: a `tracing` event, and a JSON line when an audit log is set.
+    /// One decision: a `tracing` event, and a JSON line when an audit log is set. A call
+    /// let through is a `debug` event, anything else `info`: a line on stderr per call
+    /// costs a proxied call about a third of its time (BENCHMARKS.md §1), and the audit
+    /// log has every decision.
     fn record(&self, entry: Audited<'_>) {
         let Audited {
             tool,
@@ -399,7 +402,11 @@ impl Policy {
             plan,
         } = entry;
         let tier = tier.map_or("unknown", Tier::as_str);
-        tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, "authorization");
+        if decision == "allow" {
+            tracing::debug!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, "authorization");
+        } else {
+            tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, "authorization");
+        }
         let Some((log, file)) = &self.audit else {
             return;
         };
