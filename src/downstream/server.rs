@@ -18,7 +18,7 @@ use super::DownstreamError;
 use super::fields::ToolFields;
 use super::raw::{Answer, InFlight, Outgoing, RawCalls, RawReply};
 use super::relay::{Caller, Changes, HostLink, Relay};
-use super::tap::ProgressRoutes;
+use super::tap::{Forwarding, ProgressRoutes};
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
 use crate::policy::Authorized;
@@ -575,17 +575,11 @@ impl Server {
             }
         };
         // Progress goes to the host through a queue of this call's own, in wire order.
-        let progress = caller.and_then(|c| Some((c.peer.clone(), c.progress.clone()?)));
-        let forwarding = progress.map(|(peer, token)| {
-            let (route, mut queue) = live.routes.route(handle.progress_token());
-            let task = tokio::spawn(async move {
-                while let Some(mut param) = queue.recv().await {
-                    param.progress_token = token.clone();
-                    let _ = peer.notify_progress(param).await;
-                }
+        let mut forwarding = caller
+            .and_then(|c| Some((c.peer.clone(), c.progress.clone()?)))
+            .map(|(peer, token)| {
+                Forwarding::new(live.routes.route(handle.progress_token()), peer, token)
             });
-            (route, task)
-        });
         let id = handle.id();
         let notify_cancel = |reason: &str| {
             let peer = live.peer.clone();
@@ -595,37 +589,41 @@ impl Server {
                 let _ = tokio::time::timeout(SETTLE, peer.notify_cancelled(param)).await;
             }
         };
-        let result = tokio::select! {
-            response = handle.answer() => match response {
-                Ok(result) => {
-                    if let Some(calling) = calling.as_mut() {
-                        calling.answered();
+        let answer = handle.answer();
+        tokio::pin!(answer);
+        let result = loop {
+            break tokio::select! {
+                response = &mut answer => match response {
+                    Ok(result) => {
+                        if let Some(calling) = calling.as_mut() {
+                            calling.answered();
+                        }
+                        Ok(result)
                     }
-                    Ok(result)
-                }
-                Err(ServiceError::McpError(error)) => {
-                    if let Some(calling) = calling.as_mut() {
-                        calling.answered();
+                    Err(ServiceError::McpError(error)) => {
+                        if let Some(calling) = calling.as_mut() {
+                            calling.answered();
+                        }
+                        Err(DownstreamError::Rpc { server: server.clone(), error: Box::new(error) })
                     }
-                    Err(DownstreamError::Rpc { server: server.clone(), error: Box::new(error) })
+                    Err(e) => Err(self.exited(&live, e).await),
+                },
+                () = cancel.cancelled() => {
+                    notify_cancel("cancelled by the client").await;
+                    Err(cancelled())
                 }
-                Err(e) => Err(self.exited(&live, e).await),
-            },
-            () = cancel.cancelled() => {
-                notify_cancel("cancelled by the client").await;
-                Err(cancelled())
-            }
-            () = tokio::time::sleep_until(deadline) => {
-                notify_cancel("timed out in planmux").await;
-                Err(timed_out())
-            }
-            () = live.ended.cancelled() => Err(self.exited(&live, ServiceError::TransportClosed).await),
+                () = tokio::time::sleep_until(deadline) => {
+                    notify_cancel("timed out in planmux").await;
+                    Err(timed_out())
+                }
+                () = live.ended.cancelled() => Err(self.exited(&live, ServiceError::TransportClosed).await),
+                () = progress_started(&mut forwarding) => continue,
+            };
         };
         // Every progress notification the server sent before its answer is queued by now:
-        // close the queue and forward them all before the answer goes to the host.
-        if let Some((route, task)) = forwarding {
-            drop(route);
-            let _ = tokio::time::timeout(FLUSH_LIMIT, task).await;
+        // forward them all before the answer goes to the host.
+        if let Some(forwarding) = forwarding {
+            forwarding.finish(FLUSH_LIMIT).await;
         }
         result
     }
@@ -668,5 +666,14 @@ impl Server {
             let limit = CLOSE_GRACE + TERM_GRACE + Duration::from_secs(1);
             let _ = tokio::time::timeout(limit, closed.wait_for(|done| *done)).await;
         }
+    }
+}
+
+/// Resolves when a call's first progress notification arrives (see [`Forwarding`]); never
+/// for a call without a progress token.
+async fn progress_started(forwarding: &mut Option<Forwarding>) {
+    match forwarding {
+        Some(forwarding) => forwarding.started().await,
+        None => std::future::pending().await,
     }
 }

@@ -10,12 +10,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use rmcp::RoleClient;
 use rmcp::model::{JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
+use rmcp::{Peer, RoleClient, RoleServer};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// Progress that arrived before its call registered a route (the request is on the wire
 /// before rmcp tells the caller its token) is kept this long, then dropped oldest first.
@@ -90,6 +92,92 @@ impl Drop for RouteGuard {
         let mut routes = self.routes.0.lock().unwrap_or_else(PoisonError::into_inner);
         routes.queues.remove(&self.token);
     }
+}
+
+/// One call's progress on its way to the host, under the host's token. Most calls send
+/// none, so a task to forward them starts only with the first; at the end, everything
+/// queued before the answer is forwarded before the answer goes.
+pub(crate) struct Forwarding {
+    route: RouteGuard,
+    /// Until the task starts.
+    queue: Option<mpsc::UnboundedReceiver<ProgressNotificationParam>>,
+    to: Peer<RoleServer>,
+    token: ProgressToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Forwarding {
+    /// Forwards `route`'s notifications (arriving on `queue`) to `to` as `token`'s.
+    pub(crate) fn new(
+        (route, queue): (
+            RouteGuard,
+            mpsc::UnboundedReceiver<ProgressNotificationParam>,
+        ),
+        to: Peer<RoleServer>,
+        token: ProgressToken,
+    ) -> Self {
+        Self {
+            route,
+            queue: Some(queue),
+            to,
+            token,
+            task: None,
+        }
+    }
+
+    /// Resolves when the first notification arrives, having started the task that forwards
+    /// it and the rest; never resolves again. Cancel-safe.
+    pub(crate) async fn started(&mut self) {
+        let Some(queue) = self.queue.as_mut() else {
+            return std::future::pending().await;
+        };
+        let Some(first) = queue.recv().await else {
+            return std::future::pending().await;
+        };
+        let Some(mut queue) = self.queue.take() else {
+            return;
+        };
+        let (to, token) = (self.to.clone(), self.token.clone());
+        self.task = Some(tokio::spawn(async move {
+            forward(&to, &token, first).await;
+            while let Some(param) = queue.recv().await {
+                forward(&to, &token, param).await;
+            }
+        }));
+    }
+
+    /// Ends the route and forwards what is still queued, within `limit` (the host may
+    /// have stopped reading).
+    pub(crate) async fn finish(self, limit: Duration) {
+        let Self {
+            route,
+            queue,
+            to,
+            token,
+            task,
+        } = self;
+        drop(route);
+        let rest = async move {
+            if let Some(task) = task {
+                let _ = task.await;
+            } else if let Some(mut queue) = queue {
+                while let Some(param) = queue.recv().await {
+                    forward(&to, &token, param).await;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(limit, rest).await;
+    }
+}
+
+/// Sends one notification to the host under its own token.
+async fn forward(
+    to: &Peer<RoleServer>,
+    token: &ProgressToken,
+    mut param: ProgressNotificationParam,
+) {
+    param.progress_token = token.clone();
+    let _ = to.notify_progress(param).await;
 }
 
 /// A transport that takes progress notifications off the wire in order.
