@@ -62,8 +62,10 @@ impl Default for Limits {
 pub type Inbound = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 /// May take a message off the stream before it is decoded (true: taken, rmcp never sees
-/// it): how calls forwarded as raw JSON get their messages.
-pub type Divert = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+/// it): how calls forwarded as raw JSON get their messages. It gets the message's line
+/// without its newline, and may keep the buffer itself (`std::mem::take`), so a large
+/// message is moved, not copied.
+pub type Divert = Arc<dyn Fn(&mut Vec<u8>) -> bool + Send + Sync>;
 
 /// Writes whole messages to the stream, in order with everything else written to it.
 /// It does not keep the stream open: once the transport is closed or dropped, the writer
@@ -74,9 +76,15 @@ pub struct RawSender(mpsc::WeakSender<Frame>);
 impl RawSender {
     /// Queues one encoded message (without its newline).
     pub async fn send(&self, bytes: Vec<u8>) -> io::Result<()> {
+        self.send_from(bytes, 0).await
+    }
+
+    /// Queues the message that starts at `from` in `bytes` (and runs to its end, without
+    /// the newline): one built in place in a larger buffer, which is not copied.
+    pub async fn send_from(&self, bytes: Vec<u8>, from: usize) -> io::Result<()> {
         let closed = || io::Error::new(io::ErrorKind::NotConnected, "the stream is closed");
         let writer = self.0.upgrade().ok_or_else(closed)?;
-        writer.send((bytes, None)).await.map_err(|_| closed())
+        writer.send((bytes, from, None)).await.map_err(|_| closed())
     }
 }
 
@@ -84,7 +92,7 @@ impl RawSender {
 pub type Outbound<R> = Arc<dyn Fn(&TxJsonRpcMessage<R>) -> Option<Vec<u8>> + Send + Sync>;
 
 /// One frame for the writer task, with where to report how writing it went.
-type Frame = (Vec<u8>, Option<oneshot::Sender<io::Result<()>>>);
+type Frame = (Vec<u8>, usize, Option<oneshot::Sender<io::Result<()>>>);
 
 /// A bounded newline-delimited JSON-RPC transport for role `R`.
 pub struct LineTransport<R: ServiceRole, In> {
@@ -185,7 +193,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             if available.is_empty() {
                 return None;
             }
-            let newline = available.iter().position(|b| *b == b'\n');
+            let newline = memchr::memchr(b'\n', available);
             let take = newline.map_or(available.len(), |at| at + 1);
             let mut done = None;
             match self.skipping.as_mut() {
@@ -223,21 +231,25 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
 
     /// What to do with the line in `self.line`.
     fn decode(&mut self, line: Line) -> Decoded<R> {
-        let text = trim(&self.line);
-        if text.is_empty() {
+        trim(&mut self.line);
+        if self.line.is_empty() {
             return Decoded::Skip;
         }
         let problem = match line {
             Line::Oversized(size) => Problem::TooLarge(size),
-            Line::Whole => match nesting(text) {
+            Line::Whole => match nesting(&self.line) {
                 depth if depth > self.limits.max_nesting => Problem::TooDeep(depth),
-                _ if self.divert.as_ref().is_some_and(|divert| divert(text)) => {
+                _ if self
+                    .divert
+                    .as_ref()
+                    .is_some_and(|divert| divert(&mut self.line)) =>
+                {
                     return Decoded::Skip;
                 }
-                _ => match parse::<R>(text) {
+                _ => match parse::<R>(&self.line) {
                     Ok(message) => {
                         if let Some(hook) = &self.inbound {
-                            hook(text);
+                            hook(&self.line);
                         }
                         return self.admit(message);
                     }
@@ -245,7 +257,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
                 },
             },
         };
-        self.reject(Envelope::scan(text), problem)
+        self.reject(Envelope::scan(&self.line), problem)
     }
 
     /// Passes a parsed message on, unless it is a notification before the first request.
@@ -284,7 +296,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
                 let response = JsonRpcError::new(Some(id), error);
                 // An answer to a raw call goes to that call, like any other answer of its.
                 let diverted = self.divert.as_ref().is_some_and(|divert| {
-                    serde_json::to_vec(&response).is_ok_and(|bytes| divert(&bytes))
+                    serde_json::to_vec(&response).is_ok_and(|mut bytes| divert(&mut bytes))
                 });
                 if diverted {
                     return Decoded::Skip;
@@ -313,7 +325,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
             let bytes = bytes.map_err(io::Error::other)?;
             let (done, written) = oneshot::channel();
             writer
-                .send((bytes, Some(done)))
+                .send((bytes, 0, Some(done)))
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::NotConnected, "the stream is closed"))?;
             written
@@ -328,7 +340,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
                 // Reserve first, take after: a cancelled wait loses nothing.
                 let permit = self.writer.reserve().await.ok()?;
                 if let Some(reply) = self.reply.take() {
-                    permit.send((reply, None));
+                    permit.send((reply, 0, None));
                 }
             }
             let Some(line) = self.read_line().await else {
@@ -358,10 +370,10 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
 
 /// Writes frames in order, each followed by a newline, until every sender is gone.
 async fn write_frames<Out: AsyncWrite + Unpin>(mut out: Out, mut queue: mpsc::Receiver<Frame>) {
-    while let Some((mut bytes, done)) = queue.recv().await {
+    while let Some((mut bytes, from, done)) = queue.recv().await {
         bytes.push(b'\n');
         let result = async {
-            out.write_all(&bytes).await?;
+            out.write_all(bytes.get(from..).unwrap_or_default()).await?;
             out.flush().await
         }
         .await;
@@ -443,10 +455,16 @@ fn parse<R: ServiceRole>(text: &[u8]) -> Result<RxJsonRpcMessage<R>, serde_json:
 }
 
 /// Strips the line ending, a carriage return and a UTF-8 byte order mark.
-fn trim(line: &[u8]) -> &[u8] {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
+fn trim(line: &mut Vec<u8>) {
+    if line.ends_with(b"\n") {
+        line.pop();
+    }
+    if line.ends_with(b"\r") {
+        line.pop();
+    }
+    if line.starts_with(b"\xEF\xBB\xBF") {
+        line.drain(..3);
+    }
 }
 
 /// The deepest nesting of arrays and objects in `text`, in one pass (brackets inside

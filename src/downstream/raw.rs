@@ -122,18 +122,19 @@ impl RawCalls {
     /// The hook for the connection's transport: takes the answers to raw calls.
     pub(crate) fn divert(self: &Arc<Self>) -> Divert {
         let calls = Arc::downgrade(self);
-        Arc::new(move |text: &[u8]| {
+        Arc::new(move |line: &mut Vec<u8>| {
             let Some(calls) = calls.upgrade() else {
                 return false;
             };
             // Most messages are not ours: a scan, not a parse, tells.
-            calls.prefix.find(text).is_some() && calls.take(text)
+            calls.prefix.find(line).is_some() && calls.take(line)
         })
     }
 
-    /// Hands a response whose id is a raw call's to that call.
-    fn take(&self, text: &[u8]) -> bool {
-        let Ok(envelope) = serde_json::from_slice::<Envelope>(text) else {
+    /// Hands a response whose id is a raw call's to that call, with its line (moved out
+    /// of `line`).
+    fn take(&self, line: &mut Vec<u8>) -> bool {
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
             return false;
         };
         let Some(id) = envelope.id.clone().filter(|_| envelope.method.is_none()) else {
@@ -147,15 +148,17 @@ impl RawCalls {
         let Some(call) = waiting else {
             return id.starts_with(PREFIX);
         };
-        let start = text.as_ptr() as usize;
+        let start = line.as_ptr() as usize;
         let span = |raw: &serde_json::value::RawValue| {
             let from = raw.get().as_ptr() as usize - start;
             from..from + raw.get().len()
         };
+        let body = envelope.result.or(envelope.error).map(span);
+        let is_error = envelope.result.is_none() && envelope.error.is_some();
         let reply = RawReply {
-            body: envelope.result.or(envelope.error).map(span),
-            is_error: envelope.result.is_none() && envelope.error.is_some(),
-            line: text.to_vec(),
+            body,
+            is_error,
+            line: std::mem::take(line),
         };
         // A call that gave up meanwhile drops the answer, as rmcp would.
         let _ = call.send(reply);
@@ -264,15 +267,20 @@ mod tests {
             pending.id
         );
         assert!(
-            !divert(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            !divert(&mut br#"{"jsonrpc":"2.0","id":3,"result":{}}"#.to_vec()),
             "rmcp's own"
         );
         let request = format!(
             r#"{{"jsonrpc":"2.0","id":"{}","method":"ping"}}"#,
             pending.id
         );
-        assert!(!divert(request.as_bytes()), "a request that reuses the id");
-        assert!(divert(answer.as_bytes()));
+        assert!(
+            !divert(&mut request.into_bytes()),
+            "a request that reuses the id"
+        );
+        let mut answer = answer.into_bytes();
+        assert!(divert(&mut answer));
+        assert!(answer.is_empty(), "the line is moved to the call");
         let reply = pending.answer.try_recv().ok();
         assert_eq!(
             reply.as_ref().and_then(RawReply::result),
@@ -281,6 +289,6 @@ mod tests {
         // An answer to a call that already gave up is dropped, not passed to rmcp.
         let late = format!(r#"{{"jsonrpc":"2.0","id":"{}","result":{{}}}}"#, pending.id);
         drop(pending);
-        assert!(divert(late.as_bytes()));
+        assert!(divert(&mut late.into_bytes()));
     }
 }

@@ -13,6 +13,7 @@
 //! token (notifications relayed in order before the answer), a server that exits or
 //! restarts, and the same error mapping.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -56,7 +57,7 @@ impl Passthrough {
     /// not know).
     pub fn divert(self: &Arc<Self>) -> Divert {
         let path = self.clone();
-        Arc::new(move |text: &[u8]| path.claim(text))
+        Arc::new(move |line: &mut Vec<u8>| path.claim(line))
     }
 
     fn claim(self: &Arc<Self>, text: &[u8]) -> bool {
@@ -137,8 +138,8 @@ impl Passthrough {
             // The host cancelled it: like rmcp, no answer (the host may reuse the id).
             return;
         }
-        let reply = encode(&id, answer);
-        if let Err(error) = self.writer.send(reply).await {
+        let (reply, from) = encode(&id, answer);
+        if let Err(error) = self.writer.send_from(reply, from).await {
             tracing::debug!(%error, "the host's stream closed before a passthrough answer");
         }
     }
@@ -194,46 +195,81 @@ enum Answer {
     Error(ErrorData),
 }
 
-/// The host's response to request `id`.
-fn encode(id: &Value, answer: Answer) -> Vec<u8> {
-    let (key, body): (&str, std::borrow::Cow<'_, [u8]>) = match &answer {
-        Answer::Reply(reply) => match reply.body() {
-            Some(error) if reply.is_error => ("error", error.into()),
-            Some(result) => ("result", legacy(result)),
-            None => {
+/// The host's response to request `id`, and where it starts in the buffer. A server's
+/// result or error is not copied: the response is made in place in the server's line,
+/// as `{"result":…,"jsonrpc":"2.0","id":…}` (JSON-RPC does not order members; Node servers
+/// write theirs in this order too). `{"result":` fits before the result in any line that
+/// has one.
+fn encode(id: &Value, answer: Answer) -> (Vec<u8>, usize) {
+    let (key, body) = match answer {
+        Answer::Reply(reply) => match (reply.body.clone(), reply.is_error) {
+            (Some(body), true) => ("error", Body::Within(reply.line, body)),
+            (Some(body), false) => {
+                let rewritten = match legacy(&reply.line[body.clone()]) {
+                    Cow::Owned(result) => Some(result),
+                    Cow::Borrowed(_) => None,
+                };
+                match rewritten {
+                    Some(result) => ("result", Body::Own(result)),
+                    None => ("result", Body::Within(reply.line, body)),
+                }
+            }
+            (None, _) => {
                 let error = ErrorData::internal_error(
                     "the server answered tools/call with something that is not a tool result",
                     None,
                 );
                 (
                     "error",
-                    serde_json::to_vec(&error).unwrap_or_default().into(),
+                    Body::Own(serde_json::to_vec(&error).unwrap_or_default()),
                 )
             }
         },
         Answer::Result(result) => (
             "result",
-            serde_json::to_vec(result).unwrap_or_default().into(),
+            Body::Own(serde_json::to_vec(&result).unwrap_or_default()),
         ),
         Answer::Error(error) => (
             "error",
-            serde_json::to_vec(error).unwrap_or_default().into(),
+            Body::Own(serde_json::to_vec(&error).unwrap_or_default()),
         ),
     };
-    let id = id.to_string();
-    // One copy of the body, and room for the writer's newline.
-    let mut reply = Vec::with_capacity(body.len() + id.len() + 40);
-    reply.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    reply.extend_from_slice(id.as_bytes());
-    reply.extend_from_slice(format!(r#","{key}":"#).as_bytes());
-    reply.extend_from_slice(&body);
-    reply.push(b'}');
-    reply
+    let head = format!(r#"{{"{key}":"#);
+    let tail = format!(r#","jsonrpc":"2.0","id":{id}}}"#);
+    match body {
+        Body::Within(mut line, body) if body.start >= head.len() => {
+            let from = body.start - head.len();
+            line[from..body.start].copy_from_slice(head.as_bytes());
+            line.truncate(body.end);
+            // Room for the tail and the writer's newline.
+            line.reserve(tail.len() + 1);
+            line.extend_from_slice(tail.as_bytes());
+            (line, from)
+        }
+        Body::Within(line, body) => (joined(&head, &line[body], &tail), 0),
+        Body::Own(body) => (joined(&head, &body, &tail), 0),
+    }
+}
+
+/// What goes between a response's head and tail.
+enum Body {
+    /// A range of the server's line.
+    Within(Vec<u8>, std::ops::Range<usize>),
+    Own(Vec<u8>),
+}
+
+/// `head`, `body` and `tail` in one buffer, with room for the writer's newline.
+fn joined(head: &str, body: &[u8], tail: &str) -> Vec<u8> {
+    let mut joined = Vec::with_capacity(head.len() + body.len() + tail.len() + 1);
+    joined.extend_from_slice(head.as_bytes());
+    joined.extend_from_slice(body);
+    joined.extend_from_slice(tail.as_bytes());
+    joined
 }
 
 /// A result as a host before 2026-07-28 gets it: without `resultType`, which rmcp
 /// removes for such hosts too.
-fn legacy(result: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+fn legacy(result: &[u8]) -> Cow<'_, [u8]> {
     if memchr::memmem::find(result, b"\"resultType\"").is_none() {
         return result.into();
     }
@@ -265,25 +301,68 @@ mod tests {
         })
     }
 
+    /// The host's response, parsed.
+    fn sent((buffer, from): (Vec<u8>, usize)) -> Value {
+        serde_json::from_slice(&buffer[from..]).unwrap_or_default()
+    }
+
     #[test]
     fn answers_keep_the_servers_bytes_and_the_hosts_id() {
         let line = br#"{"result":{"content":[{"type":"text","text":"a  b"}],"resultType":"complete"},"jsonrpc":"2.0","id":"planmux-raw-1"}"#;
-        let reply = encode(&json!("host-7"), served(line, "result"));
-        let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+        let reply = sent(encode(&json!("host-7"), served(line, "result")));
         assert_eq!(
             reply,
             json!({"jsonrpc": "2.0", "id": "host-7", "result": {"content": [{"type": "text", "text": "a  b"}]}})
         );
         let error = br#"{"jsonrpc":"2.0","id":"planmux-raw-2","error":{"code":-32602,"message":"no","data":{"x":1}}}"#;
-        let reply = encode(&json!(3), served(error, "error"));
-        let reply: Value = serde_json::from_slice(&reply).unwrap_or_default();
+        let reply = sent(encode(&json!(3), served(error, "error")));
         assert_eq!(reply["id"], 3);
         assert_eq!(
             reply["error"],
             json!({"code": -32602, "message": "no", "data": {"x": 1}})
         );
-        let made = encode(&json!(4), Answer::Result(tool_error("timed out".into())));
-        let made: Value = serde_json::from_slice(&made).unwrap_or_default();
+        let made = sent(encode(
+            &json!(4),
+            Answer::Result(tool_error("timed out".into())),
+        ));
         assert_eq!(made["result"]["isError"], true);
+    }
+
+    #[test]
+    fn a_servers_result_becomes_the_hosts_answer_in_place() {
+        // The id first (rmcp's order) and last (Node's), a host id longer than the room
+        // the server's id leaves, and a result whose text holds what the head looks like.
+        let text = r#"{\"result\":1,\"id\":2}"#;
+        let result = format!(r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#);
+        let lines = [
+            format!(r#"{{"jsonrpc":"2.0","id":"planmux-raw-9","result":{result}}}"#),
+            format!(r#"{{"result":{result},"jsonrpc":"2.0","id":"planmux-raw-9"}}"#),
+        ];
+        let id = json!("a-host-id-longer-than-the-servers-own-one-by-far");
+        for line in lines {
+            let Answer::Reply(mut reply) = served(line.as_bytes(), "result") else {
+                unreachable!("served makes replies");
+            };
+            // As the transport's buffer has, room to spare.
+            reply.line.reserve(4096);
+            let (start, from_body) = (reply.line.as_ptr(), reply.body.clone());
+            let (buffer, from) = encode(&id, Answer::Reply(reply));
+            assert_eq!(
+                buffer.as_ptr(),
+                start,
+                "the server's line is reused: {line}"
+            );
+            assert_eq!(
+                Some(from + r#"{"result":"#.len()),
+                from_body.map(|b| b.start)
+            );
+            let reply = sent((buffer, from));
+            assert_eq!(reply["id"], id);
+            assert_eq!(reply["jsonrpc"], "2.0");
+            assert_eq!(
+                reply["result"]["content"][0]["text"],
+                r#"{"result":1,"id":2}"#
+            );
+        }
     }
 }
