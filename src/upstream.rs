@@ -58,6 +58,41 @@ pub struct Upstream {
     shape: Arc<Shape>,
     /// Whether the last list was compact (what `execute_plan`'s description says).
     compact: Arc<std::sync::atomic::AtomicBool>,
+    /// Ends the session's resource subscriptions when the last clone of this goes (the
+    /// session closed).
+    _ended: Arc<SessionEnd>,
+}
+
+/// What a session leaves behind when it closes: its resource subscriptions, given back
+/// to the count (the server hears of the last one going).
+struct SessionEnd {
+    session: Arc<Session>,
+    host: Arc<HostLink>,
+    downstreams: Arc<Downstreams>,
+    shutdown: CancellationToken,
+}
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        let uris = self.session.unsubscribe_all();
+        if uris.is_empty() || self.shutdown.is_cancelled() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (host, downstreams) = (self.host.clone(), self.downstreams.clone());
+        let cancel = self.shutdown.child_token();
+        runtime.spawn(async move {
+            for uri in uris {
+                let params = UnsubscribeRequestParams::new(uri.clone());
+                let unsubscribe = downstreams.unsubscribe(params, &cancel);
+                if let Err(e) = host.release(&uri, unsubscribe).await {
+                    tracing::debug!(uri = %uri, error = %e, "could not unsubscribe from a resource");
+                }
+            }
+        });
+    }
 }
 
 impl Upstream {
@@ -103,14 +138,22 @@ impl Upstream {
         shutdown: CancellationToken,
         proxy: &ProxySettings,
     ) -> Self {
+        let session = Session::new();
+        let ended = Arc::new(SessionEnd {
+            session: session.clone(),
+            host: host.clone(),
+            downstreams: downstreams.clone(),
+            shutdown: shutdown.clone(),
+        });
         Self {
             downstreams,
             runner,
             host,
-            session: Session::new(),
+            session,
             shutdown,
             shape: Arc::new(Shape::new(proxy)),
             compact: Arc::default(),
+            _ended: ended,
         }
     }
 
@@ -295,23 +338,24 @@ impl ServerHandler for Upstream {
             .clone()
             .unwrap_or_default();
         let cancel = self.shutdown.child_token();
-        for uri in &uris {
-            if !self.host.hold(uri, true) {
-                continue;
-            }
+        let mut held = Vec::new();
+        for uri in uris {
             let params = SubscribeRequestParams::new(uri.clone());
-            if let Err(e) = self.downstreams.subscribe(params, &cancel).await {
-                tracing::warn!(uri = %uri, error = %e, "could not subscribe to a resource");
+            let subscribe = self.downstreams.subscribe(params, &cancel);
+            match Box::pin(self.host.hold(&uri, subscribe)).await {
+                Ok(()) => held.push(uri),
+                Err(e) => {
+                    tracing::warn!(uri = %uri, error = %e, "could not subscribe to a resource");
+                }
             }
         }
         let key = self.host.add_listener(context.sink().clone());
         context.cancelled().await;
         self.host.remove_listener(key);
-        for uri in uris {
-            if self.host.hold(&uri, false) {
-                let params = UnsubscribeRequestParams::new(uri);
-                let _ = self.downstreams.unsubscribe(params, &cancel).await;
-            }
+        for uri in held {
+            let params = UnsubscribeRequestParams::new(uri.clone());
+            let unsubscribe = self.downstreams.unsubscribe(params, &cancel);
+            let _ = Box::pin(self.host.release(&uri, unsubscribe)).await;
         }
         Ok(())
     }
@@ -524,16 +568,28 @@ impl ServerHandler for Upstream {
     ) -> Result<(), ErrorData> {
         // The server hears of the first subscription of any session, and its updates go
         // to the sessions subscribed.
+        if !self.session.is_introduced() {
+            return Err(ErrorData::invalid_request(
+                "resource subscriptions need a session, and this request has none \
+                 (planmux serves stateless HTTP): no update could reach it",
+                None,
+            ));
+        }
         let uri = request.uri.clone();
-        if !self.session.subscribe(&uri) || !self.host.hold(&uri, true) {
+        if !self.session.subscribe(&uri) {
             return Ok(());
         }
         let cancel = self.shutdown.child_token();
         let subscribe = self.downstreams.subscribe(request, &cancel);
-        let result = cancellable(subscribe, &cancel, &context).await;
+        // Boxed: rmcp's HTTP service keeps several copies of the largest handler future on
+        // its stack, and this one would be it.
+        let result = Box::pin(
+            self.host
+                .hold(&uri, cancellable(subscribe, &cancel, &context)),
+        )
+        .await;
         if result.is_err() {
             self.session.unsubscribe(&uri);
-            self.host.hold(&uri, false);
         }
         result.map_err(routed_error)
     }
@@ -544,14 +600,19 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         // Only this session's own subscription ends; the server hears of the last one.
-        if !self.session.unsubscribe(&request.uri) || !self.host.hold(&request.uri, false) {
+        let uri = request.uri.clone();
+        if !self.session.unsubscribe(&uri) {
             return Ok(());
         }
         let cancel = self.shutdown.child_token();
         let unsubscribe = self.downstreams.unsubscribe(request, &cancel);
-        cancellable(unsubscribe, &cancel, &context)
-            .await
-            .map_err(routed_error)
+        // Boxed, as in `subscribe`.
+        Box::pin(
+            self.host
+                .release(&uri, cancellable(unsubscribe, &cancel, &context)),
+        )
+        .await
+        .map_err(routed_error)
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {

@@ -424,8 +424,48 @@ async fn resource_updates_reach_the_subscribed_session_only() -> R {
     Ok(())
 }
 
+/// A session that closes gives its subscriptions back: the server hears of the next
+/// session's subscription (a count left at one would never ask it again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe is what 2025-11-25 sessions use
+async fn a_closed_sessions_subscriptions_are_given_back() -> R {
+    let front = Front::start("[servers.conformance]\nbuiltin = \"conformance\"\n").await?;
+    // The fixture reports the resource updated each time it is subscribed to.
+    let uri = "test://watched-resource";
+    let subscribe = || rmcp::model::SubscribeRequestParams::new(uri);
+    let updated = |r: &Recorder| r.seen.lock().map(|s| s.updated.clone()).unwrap_or_default();
+    let first = Recorder::default();
+    let a = front.client(first.clone(), None).await?;
+    a.subscribe(subscribe()).await?;
+    for _ in 0..50 {
+        if !updated(&first).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(updated(&first), vec![uri.to_owned()]);
+    a.cancel().await?;
+    // The closed session's subscription is given back once its handler is gone: until
+    // then a new one only joins it, so subscribe again now and then.
+    let second = Recorder::default();
+    let b = front.client(second.clone(), None).await?;
+    for _ in 0..50 {
+        b.subscribe(subscribe()).await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if !updated(&second).is_empty() {
+            break;
+        }
+        b.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(uri))
+            .await?;
+    }
+    assert_eq!(updated(&second), vec![uri.to_owned()]);
+    b.cancel().await?;
+    Ok(())
+}
+
 /// `--stateless`: every request stands alone, and calls and plans still work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe is what 2025-11-25 sessions use
 async fn a_stateless_front_answers_calls_and_plans() -> R {
     let front = Front::start_with("", true).await?;
     let client = front.client(Recorder::default(), None).await?;
@@ -453,6 +493,14 @@ async fn a_stateless_front_answers_calls_and_plans() -> R {
         .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
         .await?;
     assert!(format!("{record:?}").contains("chaos__echo"), "{record:?}");
+    // No update could reach a request that has no session: a subscription is refused.
+    let refused = client
+        .subscribe(rmcp::model::SubscribeRequestParams::new("file:///a.txt"))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(refused.contains("need a session"), "{refused}");
     client.cancel().await?;
     Ok(())
 }

@@ -56,8 +56,9 @@ pub struct HostLink {
     /// With many sessions: the downstream calls in flight and whom each is for.
     calls: Calls,
     /// How many sessions (or listen streams) are subscribed to each resource URI: the
-    /// downstream subscription is made for the first and ended with the last.
-    interest: Mutex<HashMap<String, usize>>,
+    /// downstream subscription is made for the first and ended with the last. Held while
+    /// the downstream is told, so the next holder waits for the outcome.
+    interest: tokio::sync::Mutex<HashMap<String, usize>>,
 }
 
 impl HostLink {
@@ -119,22 +120,42 @@ impl HostLink {
         self.calls.caller_of(server)
     }
 
-    /// Counts interest in `uri` (a session's subscription or a listen stream's): true
-    /// when it is the first (`add`) or the last (not `add`), when the downstream must be
-    /// told.
-    pub fn hold(&self, uri: &str, add: bool) -> bool {
-        let mut counts = self.interest.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = counts.entry(uri.to_owned()).or_default();
-        if add {
-            *count += 1;
-            return *count == 1;
+    /// Counts one more holder of `uri` (a session's subscription or a listen stream's),
+    /// running `subscribe` (the downstream subscription) when it is the first. Holders
+    /// take turns: one that comes while the first is being subscribed waits for the
+    /// outcome, and a failed subscription counts nobody (the next holder tries again).
+    pub async fn hold<E>(
+        &self,
+        uri: &str,
+        subscribe: impl Future<Output = Result<(), E>>,
+    ) -> Result<(), E> {
+        let mut counts = self.interest.lock().await;
+        let count = counts.get(uri).copied().unwrap_or_default();
+        if count == 0 {
+            subscribe.await?;
         }
-        *count = count.saturating_sub(1);
-        let last = *count == 0;
-        if last {
-            counts.remove(uri);
+        counts.insert(uri.to_owned(), count + 1);
+        Ok(())
+    }
+
+    /// Counts one holder of `uri` fewer, running `unsubscribe` when it was the last.
+    pub async fn release<E>(
+        &self,
+        uri: &str,
+        unsubscribe: impl Future<Output = Result<(), E>>,
+    ) -> Result<(), E> {
+        let mut counts = self.interest.lock().await;
+        match counts.get_mut(uri) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                Ok(())
+            }
+            Some(_) => {
+                counts.remove(uri);
+                unsubscribe.await
+            }
+            None => Ok(()),
         }
-        last
     }
 
     /// The host's peer, if a host is connected.
@@ -609,5 +630,48 @@ impl ClientHandler for Relay {
         _context: NotificationContext<RoleClient>,
     ) {
         self.host.notify_resource_updated(params).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn subscribers_take_turns_and_a_failed_first_one_counts_nobody() {
+        let link = HostLink::default();
+        let (subscribed, unsubscribed) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let subscribe = |fails: bool| {
+            let subscribed = &subscribed;
+            async move {
+                subscribed.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                if fails { Err("refused") } else { Ok(()) }
+            }
+        };
+        let unsubscribe = || async {
+            unsubscribed.fetch_add(1, Ordering::SeqCst);
+            Ok::<(), &str>(())
+        };
+        // Two at once, and the first one's subscription fails: the second subscribes anew.
+        let (first, second) = tokio::join!(
+            link.hold("test://r", subscribe(true)),
+            link.hold("test://r", subscribe(false))
+        );
+        assert_eq!((first, second), (Err("refused"), Ok(())));
+        assert_eq!(subscribed.load(Ordering::SeqCst), 2);
+        // A third holder is counted without the server hearing of it; it hears of the last
+        // release only.
+        assert_eq!(link.hold("test://r", subscribe(false)).await, Ok(()));
+        assert_eq!(subscribed.load(Ordering::SeqCst), 2);
+        assert_eq!(link.release("test://r", unsubscribe()).await, Ok(()));
+        assert_eq!(unsubscribed.load(Ordering::SeqCst), 0);
+        assert_eq!(link.release("test://r", unsubscribe()).await, Ok(()));
+        assert_eq!(unsubscribed.load(Ordering::SeqCst), 1);
+        // Nothing held: a release is no news for the server.
+        assert_eq!(link.release("test://r", unsubscribe()).await, Ok(()));
+        assert_eq!(unsubscribed.load(Ordering::SeqCst), 1);
     }
 }

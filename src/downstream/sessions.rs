@@ -95,6 +95,20 @@ impl Session {
             .remove(uri)
     }
 
+    /// Ends every subscription of this session: the URIs it had.
+    pub fn unsubscribe_all(&self) -> Vec<String> {
+        let mut subscribed = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        subscribed.drain().collect()
+    }
+
+    /// Whether the host introduced itself on this session (a stateless request did not).
+    pub fn is_introduced(&self) -> bool {
+        self.introduced.load(Ordering::Acquire)
+    }
+
     pub(crate) fn subscribed_to(&self, uri: &str) -> bool {
         self.subscribed
             .lock()
