@@ -7,14 +7,14 @@
 //!   copying bytes both ways, reading none); planmux over stdio and over streamable HTTP;
 //!   and the peers, each in front of its own server-everything over stdio: fastmcp's
 //!   proxy (stdio, PyPI), supergateway and mcp-proxy (streamable HTTP, npm). Each round
-//!   alternates the arms call by call. Per arm: median and p90 over every round, and the ratio to direct (the median
-//!   over rounds of that round's median ratio). The headline, on its own line, is planmux
-//!   over direct on stdio (target ≤ 1.15). The chaos demo's `echo`, direct, through the
-//!   copier and through planmux, is a second table: it shows planmux's own share of the
-//!   time.
+//!   alternates the arms call by call. Per arm: median and p90 over every round, and the
+//!   ratio to direct (the median over rounds of that round's median ratio). The headline,
+//!   on its own line, is planmux over direct on stdio (target ≤ 1.15). The chaos demo's
+//!   `echo`, direct, through the copier and through planmux, is a second table: it shows
+//!   planmux's own share of the time.
 //! - **Throughput**: each arm's one session with 1 caller, then with 10 callers at once.
-//! - **Large answers**: the chaos demo's `bytes` (20 MB of text) direct and through planmux
-//!   (target ≤ 1.2).
+//! - **Large answers**: the chaos demo's `bytes` (20 MB of text) direct, through the
+//!   copier and through planmux (target ≤ 1.2).
 //! - **Start-up** of the default config.
 //!
 //! The peers are pinned in tests/interop (package.json, requirements-peers.txt) and

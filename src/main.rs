@@ -192,7 +192,7 @@ fn start() -> Result<i32> {
         .enable_all()
         .build()?;
     let code = runtime.block_on(run(cli));
-    // Do not wait for a blocked stdin reader (a terminal's): everything that matters is closed by now.
+    // Do not wait for a blocked stdin reader (a terminal's): all that matters is closed.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
 }

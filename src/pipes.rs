@@ -29,33 +29,30 @@ pub type HostWriter = Box<dyn AsyncWrite + Send + Unpin>;
 /// The host's stdin and stdout, widened.
 ///
 /// When they are pipes or sockets (how hosts launch a server), they are made non-blocking
-/// and polled by the runtime like a child's pipes. tokio's own stdio instead hands every
-/// read and write to a blocking thread and back: two more thread wake-ups per message,
-/// which on a proxied call cost as much as planmux's own work. Anything else (a terminal,
-/// a file) goes through tokio's stdio. Must be called within the runtime.
+/// and polled by the runtime like a child's pipes, where tokio's own stdio hands every
+/// read and write to a blocking thread and back (BENCHMARKS.md §1 measured no difference
+/// in latency; nothing blocks this way). Anything else (a terminal, a file) goes through
+/// tokio's stdio. Must be called within the runtime.
 pub fn host_stdio() -> (HostReader, HostWriter) {
     widen_pipe(io::stdin());
     widen_pipe(io::stdout());
-    let reader: HostReader = match polled(io::stdin().as_fd().try_clone_to_owned()) {
-        Some(fd) => match pipe::Receiver::from_owned_fd_unchecked(fd) {
-            Ok(stdin) => Box::new(stdin),
-            Err(_) => Box::new(tokio::io::stdin()),
-        },
-        None => Box::new(tokio::io::stdin()),
+    let stdin = polled(io::stdin()).map(pipe::Receiver::from_owned_fd_unchecked);
+    let reader: HostReader = match stdin {
+        Some(Ok(stdin)) => Box::new(stdin),
+        _ => Box::new(tokio::io::stdin()),
     };
-    let writer: HostWriter = match polled(io::stdout().as_fd().try_clone_to_owned()) {
-        Some(fd) => match pipe::Sender::from_owned_fd_unchecked(fd) {
-            Ok(stdout) => Box::new(stdout),
-            Err(_) => Box::new(tokio::io::stdout()),
-        },
-        None => Box::new(tokio::io::stdout()),
+    let stdout = polled(io::stdout()).map(pipe::Sender::from_owned_fd_unchecked);
+    let writer: HostWriter = match stdout {
+        Some(Ok(stdout)) => Box::new(stdout),
+        _ => Box::new(tokio::io::stdout()),
     };
     (reader, writer)
 }
 
-/// `fd`, made non-blocking, if it is a pipe or a socket (what the runtime can poll).
-fn polled(fd: io::Result<OwnedFd>) -> Option<OwnedFd> {
-    let file = File::from(fd.ok()?);
+/// A copy of `fd`, made non-blocking, if it is a pipe or a socket (what the runtime can
+/// poll).
+fn polled(fd: impl AsFd) -> Option<OwnedFd> {
+    let file = File::from(fd.as_fd().try_clone_to_owned().ok()?);
     let kind = file.metadata().ok()?.file_type();
     if !kind.is_fifo() && !kind.is_socket() {
         return None;

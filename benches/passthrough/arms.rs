@@ -300,6 +300,7 @@ pub fn copy_both_ways() -> anyhow::Result<()> {
         std::io::copy(from_child, &mut std::io::stdout().lock())?;
     }
     child.kill().ok();
+    child.wait()?;
     Ok(())
 }
 
