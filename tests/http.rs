@@ -484,10 +484,20 @@ async fn a_stateless_front_answers_calls_and_plans() -> R {
     let ran = client.call_tool(call("execute_plan", plan)).await?;
     let result = ran.structured_content.clone().unwrap_or_default();
     assert_eq!(result["status"], "succeeded", "{}", text(&ran));
-    // A stateless run belongs to no session: a later request reads its record.
-    let uri = format!(
-        "planmux://runs/{}",
-        result["run_id"].as_str().unwrap_or_default()
+    // A stateless run belongs to no session: it is listed to no one, and a later request
+    // reads its record by its id, which cannot be guessed.
+    let run_id = result["run_id"].as_str().unwrap_or_default();
+    assert!(
+        run_id.len() >= 32 && run_id.chars().all(|c| c.is_ascii_hexdigit()),
+        "a guessable run id: {run_id}"
+    );
+    let uri = format!("planmux://runs/{run_id}");
+    let resources = client.list_all_resources().await?;
+    assert!(
+        !resources
+            .iter()
+            .any(|r| r.uri.starts_with("planmux://runs/")),
+        "a sessionless run is listed: {resources:?}"
     );
     let record = client
         .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))

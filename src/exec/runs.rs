@@ -1,5 +1,7 @@
-//! The last runs' records, kept in memory for `planmux://runs/{run_id}`, each readable
-//! only by the host session that ran it (over HTTP, sessions do not see each other's).
+//! The last runs' records, kept in memory for `planmux://runs/{run_id}`, each listed and
+//! readable only by the host session that ran it (over HTTP, sessions do not see each
+//! other's). A run with no session (a stateless HTTP request's) is listed to no one and
+//! read by its id alone, which cannot be guessed.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,8 +20,8 @@ pub struct RunStore {
     runs: Mutex<VecDeque<Kept>>,
 }
 
-/// One kept record: whose it is (a session's id; `None`: a run with no host, such as
-/// `planmux run`), and its JSON size.
+/// One kept record: whose it is (a session's id; `None`: a run with no session, such as a
+/// stateless HTTP request's), and its JSON size.
 struct Kept {
     record: Arc<RunRecord>,
     owner: Option<u64>,
@@ -27,8 +29,14 @@ struct Kept {
 }
 
 impl Kept {
-    /// Whether `viewer` (a session's id) may see it.
-    fn shown_to(&self, viewer: Option<u64>) -> bool {
+    /// Whether `viewer` (a session's id) is shown it in a list: only its own session.
+    fn listed_to(&self, viewer: Option<u64>) -> bool {
+        self.owner.is_some() && self.owner == viewer
+    }
+
+    /// Whether `viewer`, knowing its id, may read it: its own session, or anyone who was
+    /// given the id of a run with no session.
+    fn readable_by(&self, viewer: Option<u64>) -> bool {
         self.owner.is_none() || self.owner == viewer
     }
 }
@@ -60,16 +68,16 @@ impl RunStore {
     pub fn get(&self, run_id: &str, viewer: Option<u64>) -> Option<Arc<RunRecord>> {
         let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         runs.iter()
-            .find(|kept| kept.record.run_id == run_id && kept.shown_to(viewer))
+            .find(|kept| kept.record.run_id == run_id && kept.readable_by(viewer))
             .map(|kept| kept.record.clone())
     }
 
-    /// Every kept record `viewer` may see, newest first.
+    /// Every kept record of `viewer`'s, newest first.
     pub fn list(&self, viewer: Option<u64>) -> Vec<Arc<RunRecord>> {
         let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         runs.iter()
             .rev()
-            .filter(|kept| kept.shown_to(viewer))
+            .filter(|kept| kept.listed_to(viewer))
             .map(|kept| kept.record.clone())
             .collect()
     }
@@ -99,28 +107,32 @@ mod tests {
     }
 
     fn ids(store: &RunStore) -> Vec<String> {
-        store.list(None).iter().map(|r| r.run_id.clone()).collect()
+        store
+            .list(Some(1))
+            .iter()
+            .map(|r| r.run_id.clone())
+            .collect()
     }
 
     #[test]
     fn keeps_the_newest_runs_within_count_and_bytes() {
         let store = RunStore::default();
         for i in 0..5 {
-            store.insert_within(record(&i.to_string(), 10), None, 3, usize::MAX);
+            store.insert_within(record(&i.to_string(), 10), Some(1), 3, usize::MAX);
         }
         assert_eq!(ids(&store), ["4", "3", "2"]);
-        assert!(store.get("1", None).is_none() && store.get("3", None).is_some());
+        assert!(store.get("1", Some(1)).is_none() && store.get("3", Some(1)).is_some());
 
         let store = RunStore::default();
-        store.insert_within(record("a", 400), None, 10, 1200);
-        store.insert_within(record("b", 400), None, 10, 1200);
-        store.insert_within(record("c", 400), None, 10, 1200);
+        store.insert_within(record("a", 400), Some(1), 10, 1200);
+        store.insert_within(record("b", 400), Some(1), 10, 1200);
+        store.insert_within(record("c", 400), Some(1), 10, 1200);
         assert_eq!(
             ids(&store),
             ["c", "b"],
             "a third ~550-byte record does not fit in 1200"
         );
-        store.insert_within(record("huge", 5000), None, 10, 1200);
+        store.insert_within(record("huge", 5000), Some(1), 10, 1200);
         assert_eq!(
             ids(&store),
             ["huge"],
@@ -141,9 +153,13 @@ mod tests {
                 .map(|r| r.run_id.clone())
                 .collect()
         };
-        assert_eq!(seen(Some(1)), ["cli", "a1"]);
-        assert_eq!(seen(Some(2)), ["cli", "b1"]);
+        assert_eq!(seen(Some(1)), ["a1"]);
+        assert_eq!(seen(Some(2)), ["b1"]);
         assert!(store.get("b1", Some(1)).is_none());
         assert!(store.get("b1", Some(2)).is_some());
+        // A run with no session is listed to no one, and read by its id alone.
+        assert!(seen(None).is_empty());
+        assert!(store.get("cli", Some(1)).is_some() && store.get("cli", None).is_some());
+        assert!(store.get("a1", None).is_none());
     }
 }

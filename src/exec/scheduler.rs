@@ -638,14 +638,8 @@ fn describe(status: StepStatus) -> &'static str {
     }
 }
 
-/// A short id, unique within this process and unlikely to repeat across restarts.
+/// A random id (122 bits, as hex): it cannot be guessed, so a run with no session to
+/// belong to (a stateless HTTP request's) is read only by whoever was given its id.
 fn new_run_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default();
-    format!("{:x}-{n}", t & 0xff_ffff_ffff)
+    uuid::Uuid::new_v4().simple().to_string()
 }
