@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use super::sessions::{Caller, LogLevel, Session};
 use super::sessions::{Calling, Calls};
+use super::tap::{LogFor, LogRouter};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use rmcp::model::{
@@ -436,6 +437,16 @@ pub(crate) struct Relay {
     pub(crate) changes: Arc<Changes>,
 }
 
+impl Relay {
+    /// With many sessions, what decides whom this server's log messages are for, as they
+    /// are read.
+    pub(crate) fn log_router(&self) -> Option<LogRouter> {
+        let (host, server) = (self.host.clone(), self.server.clone());
+        let router: LogRouter = Arc::new(move || host.caller_of(&server));
+        self.host.sessions.then_some(router)
+    }
+}
+
 fn unsupported(what: &str) -> ErrorData {
     ErrorData::new(
         ErrorCode::METHOD_NOT_FOUND,
@@ -585,12 +596,17 @@ impl ClientHandler for Relay {
     async fn on_logging_message(
         &self,
         mut params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
         tracing::debug!(server = %self.server, level = ?params.level, "downstream log message");
         let peer = if self.host.sessions {
-            // Over HTTP, only to the session whose call is in flight, at its own level.
-            match self.host.caller_of(&self.server) {
+            // Over HTTP, only to the session whose call was in flight when the message
+            // was read (`tap::LogFor`), at its own level.
+            let caller = match context.extensions.get::<LogFor>() {
+                Some(LogFor(caller)) => caller.clone(),
+                None => self.host.caller_of(&self.server),
+            };
+            match caller {
                 Ok(caller) if caller.session.log_level.wants(params.level) => caller.peer,
                 Ok(_) => return,
                 Err(why) => {

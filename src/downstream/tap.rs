@@ -1,4 +1,4 @@
-//! Progress notifications taken off a downstream connection in wire order.
+//! Notifications taken off a downstream connection in wire order.
 //!
 //! rmcp hands each notification to its handler on a task of its own, so the last progress
 //! notification of a call can lose the race against the call's response, and the route
@@ -6,6 +6,10 @@
 //! moves each routed progress notification into its call's queue before rmcp even sees the
 //! next message, so when a response arrives, every progress notification sent before it
 //! is already queued, and the call forwards them all before it replies.
+//!
+//! A log message has the same race over HTTP, where it goes to the session whose call is
+//! in flight on its server: by the time its handler runs, that call may have ended and
+//! another session's begun. So the tap decides whom it is for as it is read ([`LogFor`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -18,6 +22,8 @@ use rmcp::transport::Transport;
 use rmcp::{Peer, RoleClient, RoleServer};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use super::Caller;
 
 /// Progress that arrived before its call registered a route (the request is on the wire
 /// before rmcp tells the caller its token) is kept this long, then dropped oldest first.
@@ -180,15 +186,30 @@ async fn forward(
     let _ = to.notify_progress(param).await;
 }
 
-/// A transport that takes progress notifications off the wire in order.
+/// Whom a log message is for, decided when it was read: the caller of the call in
+/// flight on its server, or why there is none to tell (carried to the handler in the
+/// notification's extensions).
+#[derive(Clone)]
+pub(crate) struct LogFor(pub(crate) Result<Caller, String>);
+
+/// Decides whom a log message read now is for.
+pub(crate) type LogRouter = Arc<dyn Fn() -> Result<Caller, String> + Send + Sync>;
+
+/// A transport that takes progress notifications off the wire in order, and marks each
+/// log message with whom it is for when there is a `router` (many sessions).
 pub(crate) struct ProgressTap<T> {
     inner: T,
     routes: Arc<ProgressRoutes>,
+    router: Option<LogRouter>,
 }
 
 impl<T> ProgressTap<T> {
-    pub(crate) fn new(inner: T, routes: Arc<ProgressRoutes>) -> Self {
-        Self { inner, routes }
+    pub(crate) fn new(inner: T, routes: Arc<ProgressRoutes>, router: Option<LogRouter>) -> Self {
+        Self {
+            inner,
+            routes,
+            router,
+        }
     }
 }
 
@@ -209,14 +230,22 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
-            let message = self.inner.receive().await?;
-            if let JsonRpcMessage::Notification(n) = &message
-                && let ServerNotification::ProgressNotification(progress) = &n.notification
-            {
-                // Nothing is awaited between reading and queueing, so dropping this
-                // future (rmcp selects over it) cannot lose a notification.
-                self.routes.deliver(progress.params.clone());
-                continue;
+            let mut message = self.inner.receive().await?;
+            if let JsonRpcMessage::Notification(n) = &mut message {
+                match &mut n.notification {
+                    ServerNotification::ProgressNotification(progress) => {
+                        // Nothing is awaited between reading and queueing, so dropping
+                        // this future (rmcp selects over it) cannot lose a notification.
+                        self.routes.deliver(progress.params.clone());
+                        continue;
+                    }
+                    ServerNotification::LoggingMessageNotification(log) => {
+                        if let Some(router) = &self.router {
+                            log.extensions.insert(LogFor(router()));
+                        }
+                    }
+                    _ => {}
+                }
             }
             return Some(message);
         }
@@ -224,5 +253,70 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.inner.close()
+    }
+}
+
+#[cfg(test)]
+#[allow(deprecated)] // logging: deprecated by SEP-2577, still what servers send
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rmcp::model::{
+        GetExtensions, LoggingLevel, LoggingMessageNotificationParam, ServerJsonRpcMessage,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    /// A transport that hands over the messages it was given, then ends.
+    struct Given(VecDeque<RxJsonRpcMessage<RoleClient>>);
+
+    impl Transport<RoleClient> for Given {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            _item: TxJsonRpcMessage<RoleClient>,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            std::future::ready(Ok(()))
+        }
+
+        async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+            self.0.pop_front()
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    /// Whom a log message is for is decided as it is read, not when its handler runs:
+    /// what changes after (the call it came during ending) does not change it.
+    #[tokio::test]
+    async fn a_log_message_is_routed_as_it_is_read() {
+        let log = ServerNotification::LoggingMessageNotification(rmcp::model::Notification::new(
+            LoggingMessageNotificationParam::new(LoggingLevel::Info, json!("working")),
+        ));
+        let message = ServerJsonRpcMessage::notification(log);
+        let given = Given(VecDeque::from([message.clone(), message]));
+        let state = Arc::new(AtomicUsize::new(0));
+        let router: LogRouter = {
+            let state = state.clone();
+            Arc::new(move || Err(format!("read at state {}", state.load(Ordering::SeqCst))))
+        };
+        let mut tap = ProgressTap::new(given, Arc::default(), Some(router));
+        let routed = |message: Option<RxJsonRpcMessage<RoleClient>>| match message {
+            Some(JsonRpcMessage::Notification(mut n)) => n
+                .notification
+                .extensions_mut()
+                .get::<LogFor>()
+                .map(|LogFor(found)| found.clone().err().unwrap_or_default()),
+            _ => None,
+        };
+        let first = tap.receive().await;
+        state.store(1, Ordering::SeqCst);
+        let second = tap.receive().await;
+        assert_eq!(routed(first).as_deref(), Some("read at state 0"));
+        assert_eq!(routed(second).as_deref(), Some("read at state 1"));
     }
 }

@@ -117,6 +117,7 @@ pub(crate) async fn connect(
     tracker: &TaskTracker,
 ) -> Result<Connected, String> {
     let noting: crate::wire::Inbound = Arc::new(move |text| fields.note(text));
+    let router = relay.log_router();
     match &config.transport {
         Transport::Stdio {
             command,
@@ -181,7 +182,10 @@ pub(crate) async fn connect(
                 .with_inbound(noting);
             let raw = RawCalls::new(transport.sender());
             let transport = transport.with_divert(raw.divert());
-            match relay.serve(ProgressTap::new(transport, routes)).await {
+            match relay
+                .serve(ProgressTap::new(transport, routes, router.clone()))
+                .await
+            {
                 Ok(service) => Ok(Connected {
                     service,
                     child: Some(child),
@@ -211,7 +215,7 @@ pub(crate) async fn connect(
             let transport =
                 rmcp::transport::StreamableHttpClientTransport::from_config(transport_config);
             let service = relay
-                .serve(ProgressTap::new(transport, routes))
+                .serve(ProgressTap::new(transport, routes, router.clone()))
                 .await
                 .map_err(|e| {
                     // rmcp's errors may quote the URL: never its credentials.
@@ -237,7 +241,7 @@ pub(crate) async fn connect(
             let raw = RawCalls::new(transport.sender());
             let transport = transport.with_divert(raw.divert());
             let service = relay
-                .serve(ProgressTap::new(transport, routes))
+                .serve(ProgressTap::new(transport, routes, router.clone()))
                 .await
                 .map_err(|e| format!("handshake failed: {e}"))?;
             Ok(Connected {
