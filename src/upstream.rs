@@ -139,6 +139,11 @@ impl Upstream {
         proxy: &ProxySettings,
     ) -> Self {
         let session = Session::new();
+        if !host.has_sessions() {
+            // One host (stdio): its session lasts as long as the connection, whether it
+            // introduced itself with `initialize` or, at 2026-07-28, did not.
+            session.introduced();
+        }
         let ended = Arc::new(SessionEnd {
             session: session.clone(),
             host: host.clone(),
@@ -157,8 +162,8 @@ impl Upstream {
         }
     }
 
-    /// Whose run records a request may see: its session's (with those no session owns),
-    /// or, for a stateless request, only those no session owns.
+    /// Whose run records a request may see: its session's; a stateless request has none
+    /// (it reads a run with no session by its id alone).
     fn viewer(&self, context: &RequestContext<RoleServer>) -> Option<u64> {
         Caller::of(context, &self.session).owner()
     }

@@ -445,6 +445,22 @@ fn discover_probe_and_stateless_calls_work() -> R {
     assert_eq!(called["result"]["resultType"], "complete", "{called}");
     assert_eq!(called["result"]["structuredContent"], json!({"a": 1}));
 
+    // Over stdio there is one host, handshake or not: its runs are listed to it.
+    let ran = raw.exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"execute_plan","arguments":{{"steps":[{{"id":"e","tool":"chaos__echo","args":{{"a":2}}}}]}},{meta}}}}}"#
+    ))?;
+    let run_id = ran["result"]["structuredContent"]["run_id"].clone();
+    let resources = raw.exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"resources/list","params":{{{meta}}}}}"#
+    ))?;
+    let uri = format!("planmux://runs/{}", run_id.as_str().unwrap_or("?"));
+    assert!(
+        resources["result"]["resources"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["uri"] == uri.as_str())),
+        "{uri} not in {resources}"
+    );
+
     // List changes reach a 2026-07-28 host on its subscriptions/listen stream.
     let acknowledged = raw.exchange(&format!(
         r#"{{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{meta}}}}}"#

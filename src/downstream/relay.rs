@@ -80,6 +80,11 @@ impl HostLink {
         }
     }
 
+    /// Whether many sessions share this link (`serve --http`), or one host has it.
+    pub fn has_sessions(&self) -> bool {
+        self.sessions
+    }
+
     /// Remembers the host's peer (called by the upstream server on each connection);
     /// with many sessions, none is remembered.
     pub fn set(&self, peer: Peer<RoleServer>) {

@@ -54,8 +54,9 @@ pub struct Session {
     id: u64,
     pub log_level: LogLevel,
     subscribed: Mutex<HashSet<String>>,
-    /// Whether the host introduced itself with `initialize`: only such a session lives
-    /// past one request (rmcp gives stateless requests a made-up peer info of their own).
+    /// Whether the session lives past one request: the host introduced itself with
+    /// `initialize`, or it is the one host of a stdio connection (rmcp gives stateless
+    /// requests a made-up peer info of their own).
     introduced: AtomicBool,
 }
 
@@ -74,7 +75,8 @@ impl Session {
         self.id
     }
 
-    /// The host sent `initialize` on this session.
+    /// The session lives past one request: the host sent `initialize` on it, or it is a
+    /// stdio connection's.
     pub fn introduced(&self) {
         self.introduced.store(true, Ordering::Release);
     }
@@ -104,7 +106,7 @@ impl Session {
         subscribed.drain().collect()
     }
 
-    /// Whether the host introduced itself on this session (a stateless request did not).
+    /// Whether the session lives past one request (a stateless request's does not).
     pub fn is_introduced(&self) -> bool {
         self.introduced.load(Ordering::Acquire)
     }
@@ -140,9 +142,9 @@ impl Caller {
         }
     }
 
-    /// The session whose runs are this caller's: one that introduced itself with
-    /// `initialize`; a stateless request (protocol 2026-07-28, `--stateless`) has none,
-    /// and no later request could prove to be it.
+    /// The session whose runs are this caller's: a stdio host's, or an HTTP session that
+    /// introduced itself with `initialize`; a stateless HTTP request (protocol 2026-07-28,
+    /// `--stateless`) has none, and no later request could prove to be it.
     pub fn owner(&self) -> Option<u64> {
         let introduced = self.session.introduced.load(Ordering::Acquire);
         introduced.then(|| self.session.id())
