@@ -568,7 +568,8 @@ impl<'p> Validator<'p> {
                 .unwrap_or(usize::MAX)
         };
         depends_on.sort_by_key(|d| order(&d.step));
-        let safe = spec.is_none_or(ToolSpec::retry_safe) || step.retry_unsafe;
+        let retry_safe = spec.is_none_or(ToolSpec::retry_safe);
+        let safe = retry_safe || step.retry_unsafe;
         if let Some(spec) = spec
             && step.retries > 0
             && !safe
@@ -602,7 +603,7 @@ impl<'p> Validator<'p> {
             depends_on,
             timeout_ms: step.timeout_ms,
             retries: if safe { step.retries } else { 0 },
-            retry_unsafe: step.retry_unsafe,
+            retry_unsafe: step.retry_unsafe && !retry_safe,
             pipe,
             output_slots: step.output_slots.clone(),
             description: step.description.clone(),

@@ -118,7 +118,9 @@ pub struct PlannedStep {
     pub timeout_ms: Option<u64>,
     /// Retries that will actually happen (0 when the tool is not safe to repeat).
     pub retries: u32,
-    /// Whether the plan allowed retrying an unsafe tool.
+    /// Whether the step is retried only because the plan said `retry_unsafe` (its tool
+    /// is neither read-only nor idempotent): then a timed-out call, which may have done
+    /// its work, is not repeated. False for a tool safe to repeat, whatever the plan said.
     pub retry_unsafe: bool,
     /// Under `chained`, where the previous output goes (absent when args set it).
     pub pipe: Option<Pipe>,

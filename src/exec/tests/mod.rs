@@ -453,6 +453,22 @@ async fn a_timed_out_unsafe_step_is_not_retried() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_timed_out_safe_step_is_retried_whatever_retry_unsafe_says() {
+    for flag in [false, true] {
+        let p = plan(
+            json!({"steps": [{"id": "s", "tool": "t__sleep", "args": {"ms": 1000}, "retries": 2, "retry_unsafe": flag, "timeout_ms": 100}]}),
+        );
+        let (record, _, _) = exec(&p, &settings()).await;
+        assert_eq!(status(&record, "s").0, StepStatus::TimedOut);
+        assert_eq!(
+            record.step("s").map(|s| s.attempts),
+            Some(3),
+            "retry_unsafe: {flag}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn cancelling_the_plan_stops_everything_promptly() {
     let p = plan(json!({"steps": [
         {"id": "a", "tool": "t__hang"},
