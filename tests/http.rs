@@ -629,3 +629,82 @@ async fn a_server_still_working_for_a_session_that_gave_up_asks_no_other() -> R 
     b.cancel().await?;
     Ok(())
 }
+
+/// A POST of `body` to the front, as a client without the standalone GET stream would
+/// send it; the connection, to read the answer's stream from.
+async fn post_raw(
+    front: &Front,
+    session: Option<&str>,
+    body: &str,
+) -> anyhow::Result<tokio::net::TcpStream> {
+    let session = session.map_or_else(String::new, |s| format!("Mcp-Session-Id: {s}\r\n"));
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n{session}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(front.addr).await?;
+    stream.write_all(request.as_bytes()).await?;
+    Ok(stream)
+}
+
+/// What `stream` says until `needle` appears in it (within 10 s), or all it said by then.
+async fn read_until(stream: &mut tokio::net::TcpStream, seen: &mut String, needle: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut buffer = [0u8; 4096];
+    while !seen.contains(needle) {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Ok(Ok(n)) if n > 0 => seen.push_str(&String::from_utf8_lossy(&buffer[..n])),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// A server's request during a session's call rides that call's own stream, as from the
+/// server directly: a client that never opens the standalone GET stream still gets it
+/// (it was sent on the GET stream, and the call waited out its time limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_request_rides_the_stream_of_the_call_that_caused_it() -> R {
+    let front = Front::start("").await?;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"roots": {}},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let mut stream = post_raw(&front, None, &init.to_string()).await?;
+    let mut seen = String::new();
+    assert!(
+        read_until(&mut stream, &mut seen, "serverInfo").await,
+        "{seen}"
+    );
+    let session = seen
+        .lines()
+        .find_map(|l| {
+            l.to_lowercase()
+                .strip_prefix("mcp-session-id:")
+                .map(|_| l[15..].trim().to_owned())
+        })
+        .ok_or_else(|| anyhow::anyhow!("no session id: {seen}"))?;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    drop(post_raw(&front, Some(&session), &initialized.to_string()).await?);
+    let ask = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "chaos__ask_host", "arguments": {"kind": "roots"}}});
+    let mut call = post_raw(&front, Some(&session), &ask.to_string()).await?;
+    let mut said = String::new();
+    assert!(
+        read_until(&mut call, &mut said, "roots/list").await,
+        "the server's request did not come on the call's stream: {said}"
+    );
+    let request: serde_json::Value = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|m: &serde_json::Value| m["method"] == "roots/list")
+        .ok_or_else(|| anyhow::anyhow!("no roots/list message: {said}"))?;
+    let roots = json!({"jsonrpc": "2.0", "id": request["id"],
+        "result": {"roots": [{"uri": "file:///raw-client"}]}});
+    drop(post_raw(&front, Some(&session), &roots.to_string()).await?);
+    assert!(
+        read_until(&mut call, &mut said, "file:///raw-client").await,
+        "the call did not end with the host's roots: {said}"
+    );
+    Ok(())
+}

@@ -517,10 +517,19 @@ impl Relay {
                 .extensions_mut()
                 .insert(OriginatingRequestId(origin));
         }
-        let handle = peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| relay_error(what, e))?;
+        // Sent from a task of its own: this handler runs in rmcp's scope for the server's
+        // request, and rmcp would mark the host's copy with that request's id (the
+        // server's own numbering), in place of the host's call above, so it went on the
+        // session's standalone stream instead of the call's.
+        let sender = peer.clone();
+        let handle = tokio::spawn(async move {
+            sender
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("{what} relay failed: {e}"), None))?
+        .map_err(|e| relay_error(what, e))?;
         let id = handle.id.clone();
         tokio::select! {
             answer = handle.await_response() => answer.map_err(|e| relay_error(what, e)),
