@@ -96,23 +96,20 @@ impl Pipelines {
     /// arguments. The call's arguments are the plan's inputs, over any the saved plan
     /// sets itself (as defaults).
     pub fn arguments(pipeline: &PipelineConfig, inputs: Value) -> Value {
-        match &pipeline.plan {
-            Value::Object(plan) if !plan.contains_key("plan") => {
-                let mut plan = plan.clone();
-                let saved = plan.remove("inputs").or_else(|| plan.remove("input"));
-                let mut merged = match saved {
-                    Some(Value::Object(defaults)) => defaults,
-                    _ => Map::new(),
-                };
-                if let Value::Object(given) = inputs {
-                    merged.extend(given);
-                }
-                plan.insert("inputs".into(), Value::Object(merged));
-                Value::Object(plan)
-            }
-            Value::Array(steps) => json!({"steps": steps, "inputs": inputs}),
-            other => json!({"plan": other, "inputs": inputs}),
+        let Some(mut plan) = opened(&pipeline.plan) else {
+            // Not a plan: the plan checks say why.
+            return json!({"plan": pipeline.plan, "inputs": inputs});
+        };
+        let saved = plan.remove("inputs").or_else(|| plan.remove("input"));
+        let mut merged = match saved {
+            Some(Value::Object(defaults)) => defaults,
+            _ => Map::new(),
+        };
+        if let Value::Object(given) = inputs {
+            merged.extend(given);
         }
+        plan.insert("inputs".into(), Value::Object(merged));
+        Value::Object(plan)
     }
 
     /// Every pipeline checked against the catalog's `tools` (and the pipelines it calls),
@@ -217,3 +214,39 @@ fn derived_schema(pipeline: &PipelineConfig) -> Value {
 
 #[cfg(test)]
 mod tests;
+
+/// A saved plan as one plan object, as the plan checks read it: steps alone become
+/// `{"steps": …}`, and a `{"plan": …}` wrapper (its plan an object, steps, or their JSON
+/// text) is opened, its other fields filling in what the inner plan lacks. `None` when
+/// it is no plan.
+fn opened(plan: &Value) -> Option<Map<String, Value>> {
+    let mut plan = plan.clone();
+    // As deep as the plan checks open wrappers.
+    for _ in 0..=crate::plan::MAX_UNWRAP {
+        let mut outer = match plan {
+            Value::Object(outer) => outer,
+            Value::Array(steps) => {
+                return Some(Map::from_iter([("steps".into(), Value::Array(steps))]));
+            }
+            _ => return None,
+        };
+        let Some(inner) = outer.remove("plan") else {
+            return Some(outer);
+        };
+        let mut inner = match inner {
+            Value::String(text) => serde_json::from_str(&text).ok()?,
+            inner => inner,
+        };
+        if let Value::Array(steps) = inner {
+            inner = json!({ "steps": steps });
+        }
+        let Value::Object(mut fields) = inner else {
+            return None;
+        };
+        for (key, value) in outer {
+            fields.entry(key).or_insert(value);
+        }
+        plan = Value::Object(fields);
+    }
+    None
+}

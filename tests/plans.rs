@@ -446,6 +446,17 @@ async fn a_pipeline_that_writes_needs_approval() -> R {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let config = std::fs::read_to_string(root.join("servers.toml"))?;
     let proxy = start(&config).await?;
+    // Arguments that do not fit its input schema are refused before anything is asked.
+    for wrong in [json!({}), json!({"threshold": "high"})] {
+        let refused = proxy.client.call_tool(call("cpu_alert", wrong)).await?;
+        assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("arguments do not fit its input schema")
+                && text(&refused).contains("threshold"),
+            "{}",
+            text(&refused)
+        );
+    }
     let result = proxy
         .client
         .call_tool(call("cpu_alert", json!({"threshold": 50})))

@@ -115,4 +115,16 @@ fn the_call_s_arguments_are_the_plan_s_inputs_over_its_saved_defaults() {
         Pipelines::arguments(&bare, json!({"a": 1})),
         json!({"steps": [{"_tool": "x"}], "inputs": {"a": 1}})
     );
+    // A wrapped plan, as JSON text or as an object, is opened first: the call's
+    // arguments still win over the defaults it saves.
+    let inner = json!({"inputs": {"metric": "memory_usage"}, "steps": [{"tool": "x"}]});
+    for plan in [
+        json!({"plan": inner.to_string(), "goal": "g"}),
+        json!({"plan": inner.clone(), "inputs": {"days": 1}}),
+    ] {
+        let arguments = Pipelines::arguments(&pipeline("w", plan, None), json!({"metric": "cpu"}));
+        assert_eq!(arguments["inputs"]["metric"], "cpu", "{arguments}");
+        assert_eq!(arguments["steps"], json!([{"tool": "x"}]), "{arguments}");
+        assert!(arguments.get("plan").is_none(), "{arguments}");
+    }
 }

@@ -13,7 +13,7 @@ use super::model::{OnError, Plan, Strategy};
 use super::names::{closest, fold_name};
 
 /// How deep `{"plan": "<json string>"}` may nest before we stop unwrapping.
-const MAX_UNWRAP: usize = 4;
+pub const MAX_UNWRAP: usize = 4;
 
 const PLAN_FIELDS: &[&str] = &[
     "goal",

@@ -30,7 +30,7 @@ mod tests;
 
 pub use condition::{Condition, OPERATORS, Op, truthy};
 pub use describe::{execute_plan_description, execute_plan_input_schema, plan_schema};
-pub use dialects::parse;
+pub use dialects::{MAX_UNWRAP, parse};
 pub use graph::find_cycles;
 pub use issue::{
     IssueKind, IssueList, MAX_ISSUE_CHARS, MAX_ISSUES, PlanIssue, cap_issues, describe_value,
@@ -43,6 +43,7 @@ pub use ready::{CONDITION_FALSE, Prepared};
 pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
 pub use resolve::ResolveWarning;
 pub use schedule::{Schedule, dot, mermaid, schedule};
+pub use schema::check_args;
 pub use template::{Piece, Ref, RefSource, Template};
 pub use tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool};
 pub use validate::{DEFAULT_PIPE_TO, EXECUTE_PLAN_TOOL, validate};

@@ -24,7 +24,7 @@ use crate::approval::{Channel, Request};
 use crate::downstream::Caller;
 use crate::exec::{ItemRecord, Observer, StepRecord, StepStatus, is_error};
 use crate::pipelines::Pipelines;
-use crate::plan::{PlannedStep, ValidatedPlan, render_issues};
+use crate::plan::{PlannedStep, Ref, Template, ValidatedPlan, check_args, render_issues};
 use crate::policy::{Approval, Approver, Route};
 use crate::runner::Unchecked;
 
@@ -95,6 +95,18 @@ impl Upstream {
             return Ok(tool_error(format!("pipeline '{name}' is not configured")).into());
         };
         let inputs = Value::Object(request.arguments.clone().unwrap_or_default());
+        // planmux is the server of this tool: the arguments meet its input schema here,
+        // as a server's own would, before anything is asked or run.
+        let literal = Template::<Ref>::Literal(inputs.clone());
+        let problems = check_args(&ready.spec.input_schema, &literal, "arguments", &[]);
+        if !problems.is_empty() {
+            let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            return Ok(tool_error(format!(
+                "pipeline '{name}' was not run: its arguments do not fit its input schema: {}",
+                list.join("; ")
+            ))
+            .into());
+        }
         let mut as_plan = request;
         as_plan.arguments = match Pipelines::arguments(pipeline, inputs) {
             Value::Object(map) => Some(map),
