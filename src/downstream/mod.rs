@@ -515,8 +515,9 @@ impl Downstreams {
     }
 
     /// Re-lists what one server offers (after a `list_changed` or a reconnect) and tells
-    /// the host which of its lists changed.
-    async fn refresh(&self, server_name: &str) {
+    /// the host which of its lists changed, or the server `said` changed: a server's
+    /// `list_changed` reaches the host even when the merged list reads the same.
+    async fn refresh(&self, server_name: &str, said: Changed) {
         let Some(server) = self.server(server_name) else {
             return;
         };
@@ -527,7 +528,7 @@ impl Downstreams {
             }
             return;
         }
-        let changed = self.rebuild_and_notify().await;
+        let changed = self.rebuild_and_notify().await.or(said);
         if changed.any() {
             tracing::info!(server = %server_name, tools = changed.tools, prompts = changed.prompts, resources = changed.resources, "lists changed");
             self.host.notify_changed(changed).await;
@@ -704,13 +705,13 @@ async fn refresh_changed(
             }
             () = shutdown.cancelled() => return,
         }
-        for server in changes.take(&busy) {
+        for (server, said) in changes.take(&busy) {
             let Some(this) = downstreams.upgrade() else {
                 return;
             };
             busy.insert(server.clone());
             running.push(async move {
-                this.refresh(&server).await;
+                this.refresh(&server, said).await;
                 server
             });
         }

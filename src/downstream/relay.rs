@@ -5,7 +5,7 @@
 // Sampling, roots and logging are deprecated by SEP-2577 but hosts and servers still use them.
 #![allow(deprecated)]
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use super::sessions::{Caller, LogLevel, Session};
@@ -393,25 +393,41 @@ impl Changed {
     pub fn any(self) -> bool {
         self.tools || self.prompts || self.resources
     }
+
+    /// What either says changed.
+    pub fn or(self, other: Changed) -> Changed {
+        Changed {
+            tools: self.tools || other.tools,
+            prompts: self.prompts || other.prompts,
+            resources: self.resources || other.resources,
+        }
+    }
+
+    /// The tool list.
+    pub const TOOLS: Changed = Changed {
+        tools: true,
+        prompts: false,
+        resources: false,
+    };
 }
 
-/// Servers whose tools must be listed again (they said their list changed, or
-/// reconnected). Each is refreshed once however often it changed meanwhile, so a server
-/// that floods `list_changed` costs one refresh at a time, and one slow server does not
-/// hold up the others' refreshes.
+/// Servers whose lists must be read again (they said a list changed, or reconnected),
+/// with the lists they said changed. Each is refreshed once however often it changed
+/// meanwhile, so a server that floods `list_changed` costs one refresh at a time, and
+/// one slow server does not hold up the others' refreshes.
 #[derive(Default)]
 pub(crate) struct Changes {
-    dirty: Mutex<BTreeSet<String>>,
+    dirty: Mutex<BTreeMap<String, Changed>>,
     wake: Notify,
 }
 
 impl Changes {
-    /// Marks `server` as changed.
-    pub(crate) fn mark(&self, server: &str) {
-        self.dirty
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(server.to_owned());
+    /// Marks `server` as changed: it said the lists in `said` changed.
+    pub(crate) fn mark(&self, server: &str, said: Changed) {
+        let mut dirty = self.dirty.lock().unwrap_or_else(PoisonError::into_inner);
+        let marked = dirty.entry(server.to_owned()).or_default();
+        *marked = marked.or(said);
+        drop(dirty);
         self.wake.notify_one();
     }
 
@@ -420,18 +436,19 @@ impl Changes {
         self.wake.notified().await;
     }
 
-    /// Takes the marked servers, except those in `busy` (they stay marked).
-    pub(crate) fn take(&self, busy: &HashSet<String>) -> Vec<String> {
+    /// Takes the marked servers, with what each said, except those in `busy` (they stay
+    /// marked).
+    pub(crate) fn take(&self, busy: &HashSet<String>) -> Vec<(String, Changed)> {
         let mut dirty = self.dirty.lock().unwrap_or_else(PoisonError::into_inner);
         let ready: Vec<String> = dirty
-            .iter()
+            .keys()
             .filter(|s| !busy.contains(*s))
             .cloned()
             .collect();
-        for server in &ready {
-            dirty.remove(server);
-        }
         ready
+            .into_iter()
+            .filter_map(|server| dirty.remove_entry(&server))
+            .collect()
     }
 }
 
@@ -643,15 +660,23 @@ impl ClientHandler for Relay {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changes.mark(&self.server);
+        self.changes.mark(&self.server, Changed::TOOLS);
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changes.mark(&self.server);
+        let said = Changed {
+            prompts: true,
+            ..Changed::default()
+        };
+        self.changes.mark(&self.server, said);
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changes.mark(&self.server);
+        let said = Changed {
+            resources: true,
+            ..Changed::default()
+        };
+        self.changes.mark(&self.server, said);
     }
 
     async fn on_resource_updated(
@@ -668,6 +693,28 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
+
+    #[test]
+    fn a_servers_changes_add_up_until_it_is_refreshed() {
+        let changes = Changes::default();
+        let prompts = Changed {
+            prompts: true,
+            ..Changed::default()
+        };
+        changes.mark("a", Changed::TOOLS);
+        changes.mark("a", prompts);
+        changes.mark("b", prompts);
+        let busy = HashSet::from(["b".to_owned()]);
+        assert_eq!(
+            changes.take(&busy),
+            vec![("a".to_owned(), Changed::TOOLS.or(prompts))]
+        );
+        assert_eq!(
+            changes.take(&HashSet::new()),
+            vec![("b".to_owned(), prompts)]
+        );
+        assert!(changes.take(&HashSet::new()).is_empty());
+    }
 
     #[tokio::test]
     async fn subscribers_take_turns_and_a_failed_first_one_counts_nobody() {

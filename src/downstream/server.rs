@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 use super::DownstreamError;
 use super::fields::ToolFields;
 use super::raw::{Answer, InFlight, Outgoing, RawCalls, RawReply};
-use super::relay::{Caller, Changes, HostLink, Relay};
+use super::relay::{Caller, Changed, Changes, HostLink, Relay};
 use super::tap::{Forwarding, ProgressRoutes};
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
@@ -323,7 +323,9 @@ impl Server {
                 *self.startup.lock().unwrap_or_else(PoisonError::into_inner) = Some(elapsed);
                 self.keep(offer);
                 if !matches!(previous, State::Starting) {
-                    self.changes.mark(name);
+                    // Reconnected: the host lists its tools again, as DESIGN §3 says,
+                    // whether or not they differ.
+                    self.changes.mark(name, Changed::TOOLS);
                 }
                 Ok(live)
             }
