@@ -683,8 +683,16 @@ async fn a_servers_request_rides_the_stream_of_the_call_that_caused_it() -> R {
                 .map(|_| l[15..].trim().to_owned())
         })
         .ok_or_else(|| anyhow::anyhow!("no session id: {seen}"))?;
+    // Each POST's answer is read before its connection closes (closing at once may
+    // drop the request).
+    let accepted = |mut stream: tokio::net::TcpStream| async move {
+        let mut status = String::new();
+        read_until(&mut stream, &mut status, "\r\n").await;
+        status
+    };
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    drop(post_raw(&front, Some(&session), &initialized.to_string()).await?);
+    let status = accepted(post_raw(&front, Some(&session), &initialized.to_string()).await?).await;
+    assert!(status.starts_with("HTTP/1.1 202"), "{status}");
     let ask = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "chaos__ask_host", "arguments": {"kind": "roots"}}});
     let mut call = post_raw(&front, Some(&session), &ask.to_string()).await?;
@@ -701,7 +709,8 @@ async fn a_servers_request_rides_the_stream_of_the_call_that_caused_it() -> R {
         .ok_or_else(|| anyhow::anyhow!("no roots/list message: {said}"))?;
     let roots = json!({"jsonrpc": "2.0", "id": request["id"],
         "result": {"roots": [{"uri": "file:///raw-client"}]}});
-    drop(post_raw(&front, Some(&session), &roots.to_string()).await?);
+    let status = accepted(post_raw(&front, Some(&session), &roots.to_string()).await?).await;
+    assert!(status.starts_with("HTTP/1.1 202"), "{status}");
     assert!(
         read_until(&mut call, &mut said, "file:///raw-client").await,
         "the call did not end with the host's roots: {said}"
