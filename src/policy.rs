@@ -260,6 +260,15 @@ impl Policy {
         }
     }
 
+    /// A policy with other `deny` globs and `confirm`, appending to the same audit trail.
+    pub fn with_rules(&self, deny: Option<GlobSet>, confirm: Confirm) -> Self {
+        Self::new(
+            deny,
+            confirm,
+            self.audit.as_ref().map(|(path, _)| path.clone()),
+        )
+    }
+
     /// Records the user's yes to `steps` (step id, exported tool, tier) of the plan with
     /// digest `plan`, and returns the approval a run carries to the checkpoint.
     pub fn approve<'a>(

@@ -1,7 +1,9 @@
 //! Hot reload: SIGHUP, or a change of servers.toml or servers.lock on disk, re-reads the
 //! config and the lock and applies them (`Downstreams::reload`): only changed servers
-//! restart, tools the lock now pins leave quarantine, and hosts get `list_changed`. An invalid file is refused with its error logged, and the running
-//! config stays. The other sections need a restart, which the log says.
+//! restart, tools the lock now pins leave quarantine, a changed `[policy]` is in force
+//! for the next decision, and hosts get `list_changed`. An invalid file is refused with
+//! its error logged, and the running config stays. The other sections (`[proxy]`,
+//! `[http]`, pipelines) need a restart, which the log says.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,15 +71,14 @@ pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: Cancella
                 continue;
             }
         };
-        let unchanged =
-            |c: &Config| format!("{:?}{:?}{:?}{:?}", c.proxy, c.policy, c.pipelines, c.http);
+        let unchanged = |c: &Config| format!("{:?}{:?}{:?}", c.proxy, c.pipelines, c.http);
         if unchanged(&next) != unchanged(&running) {
             tracing::warn!(
-                "[proxy], [policy], [http] or pipelines changed: restart planmux to apply them; servers are reloaded now (those that take [proxy] defaults restart with the new ones)"
+                "[proxy], [http] or pipelines changed: restart planmux to apply them; servers and [policy] are reloaded now (servers that take [proxy] defaults restart with the new ones)"
             );
         }
         let done = downstreams.reload(&next).await;
-        tracing::info!(trigger = why, added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, "config reloaded");
+        tracing::info!(trigger = why, added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, policy = done.policy, "config reloaded");
         running = next;
     }
 }

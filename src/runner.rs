@@ -215,12 +215,12 @@ impl PlanRunner {
 
     /// The user said yes to `request`: the approval a run carries to the checkpoint.
     pub fn approve(&self, request: &Request, by: Approver) -> Arc<Approval> {
-        Arc::new(request.approve(self.downstreams.policy(), by))
+        Arc::new(request.approve(&self.downstreams.policy(), by))
     }
 
     /// The user said no to `request` (or never answered): recorded in the audit trail.
     pub fn decline(&self, request: &Request, by: Approver) {
-        request.decline(self.downstreams.policy(), by);
+        request.decline(&self.downstreams.policy(), by);
     }
 
     /// Runs a validated plan for `caller` (the host session that sent it, if any) and

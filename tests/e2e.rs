@@ -929,6 +929,51 @@ async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::R
     Ok(())
 }
 
+/// A `[policy]` changed on disk is in force without a restart: a tool denied now leaves
+/// the list (the host is told) and is refused, directly and in a plan.
+#[tokio::test]
+async fn a_reloaded_policy_is_in_force_at_once() -> anyhow::Result<()> {
+    let chaos = common::demo_server("chaos", "chaos", "");
+    let proxy = common::start(&chaos).await?;
+    let echo = || common::call("chaos__echo", serde_json::json!({"message": "hi"}));
+    let allowed = proxy.client.call_tool(echo()).await?;
+    assert_eq!(allowed.is_error, Some(false), "{}", common::text(&allowed));
+    let path = proxy.dir.path().join("servers.toml");
+    std::fs::write(
+        &path,
+        format!("[policy]\ndeny = [\"chaos__echo\"]\n{chaos}"),
+    )?;
+    let mut gone = false;
+    for _ in 0..100 {
+        if !proxy.tool_names().await?.iter().any(|n| n == "chaos__echo") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the denied tool is still listed");
+    let told = eventually(std::time::Duration::from_secs(5), || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| s.list_changed > 0)
+            .unwrap_or(false)
+    })
+    .await;
+    assert!(told, "no list_changed");
+    let refused = proxy.client.call_tool(echo()).await;
+    let message = format!("{refused:?}");
+    assert!(message.contains("denied"), "{message}");
+    let plan = serde_json::json!({"steps": [{"id": "e", "tool": "chaos__echo", "args": {"message": "hi"}}]});
+    let planned = proxy
+        .client
+        .call_tool(common::call("execute_plan", plan))
+        .await?;
+    assert_eq!(planned.is_error, Some(true), "{}", common::text(&planned));
+    Ok(())
+}
+
 /// A plain call takes the passthrough path: the server's result reaches the host as the
 /// server wrote it, fields no SDK models included (a vendor field on the result and on a
 /// content block), under the host's own id.

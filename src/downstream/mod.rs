@@ -24,7 +24,7 @@ pub use relay::{Caller, Changed, HostLink, LogLevel, Session};
 pub use server::{Offer, Server, State};
 
 use crate::catalog::{Catalog, Pins, Resources, ServerResources, ServerTools};
-use crate::config::Config;
+use crate::config::{Config, PolicyConfig};
 use crate::lock::Lock;
 use crate::policy::{Authorized, Denied, Policy, Route};
 use relay::Changes;
@@ -106,12 +106,15 @@ pub struct Reloaded {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     pub restarted: Vec<String>,
+    /// Whether `[policy]` changed (it is in force now).
+    pub policy: bool,
 }
 
 impl Reloaded {
-    /// Whether any server changed.
+    /// Whether any server, or the policy, changed.
     pub fn any(&self) -> bool {
-        !(self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty())
+        self.policy
+            || !(self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty())
     }
 }
 
@@ -134,8 +137,9 @@ pub struct Downstreams {
     catalog: RwLock<Arc<Catalog>>,
     separator: String,
     host: Arc<HostLink>,
-    /// The checkpoint every call passes.
-    policy: Policy,
+    /// The checkpoint every call passes, and the `[policy]` it was made of; a reload
+    /// swaps both.
+    policy: RwLock<(Arc<Policy>, PolicyConfig)>,
     /// Which definitions `servers.lock` trusts; read again on each reload.
     pins: RwLock<Arc<Pins>>,
     tracker: TaskTracker,
@@ -181,11 +185,14 @@ impl Downstreams {
             catalog: RwLock::default(),
             separator: config.proxy.separator.clone(),
             host,
-            policy: Policy::new(
-                config.policy.deny.clone(),
-                config.policy.confirm,
-                config.proxy.audit_log.clone(),
-            ),
+            policy: RwLock::new((
+                Arc::new(Policy::new(
+                    config.policy.deny.clone(),
+                    config.policy.confirm,
+                    config.proxy.audit_log.clone(),
+                )),
+                config.policy.clone(),
+            )),
             pins: RwLock::new(Arc::new(load_pins(config))),
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
@@ -368,8 +375,24 @@ impl Downstreams {
     }
 
     /// The `[policy]` in force.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .clone()
+    }
+
+    /// Puts `config`'s `[policy]` in force, if it differs from the one in force (its
+    /// audit trail goes on where it went: `[proxy]` is not reloaded). Whether it did.
+    fn apply_policy(&self, config: &PolicyConfig) -> bool {
+        let mut policy = self.policy.write().unwrap_or_else(PoisonError::into_inner);
+        if format!("{config:?}") == format!("{:?}", policy.1) {
+            return false;
+        }
+        let next = policy.0.with_rules(config.deny.clone(), config.confirm);
+        *policy = (Arc::new(next), config.clone());
+        true
     }
 
     /// The checkpoint: whether `route` may call the exported tool `name` (recorded in
@@ -379,7 +402,7 @@ impl Downstreams {
         let catalog = self.catalog();
         let tier = catalog.get(name).map(|e| e.tier);
         let held = catalog.quarantined().iter().find(|q| q.exported == name);
-        self.policy
+        self.policy()
             .authorize(name, tier, held.map(|q| q.change.as_str()), route)
     }
 
@@ -387,7 +410,7 @@ impl Downstreams {
     /// trail). `[policy] deny` globs match `resource:<uri>`.
     pub fn authorize_read(&self, uri: &str, route: &Route) -> Result<(), Denied> {
         let name = format!("resource:{uri}");
-        self.policy
+        self.policy()
             .authorize(&name, Some(crate::policy::Tier::Read), None, route)
             .map(|_| ())
     }
@@ -565,7 +588,7 @@ impl Downstreams {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let next = Catalog::build(&self.separator, &lists, &self.policy, &pins)
+        let next = Catalog::build(&self.separator, &lists, &self.policy(), &pins)
             .with_resources(Resources::build(&self.separator, &listed));
         let mut current = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
         let (was, now) = (current.resources(), next.resources());
@@ -600,9 +623,10 @@ impl Downstreams {
         changed
     }
 
-    /// Applies a changed config's servers: new ones start, removed ones stop, changed
-    /// ones restart, the others keep running untouched; the host hears what changed.
-    /// The rest of the config (`[proxy]`, `[policy]`, pipelines) is not reloaded.
+    /// Applies a changed config's `[policy]` and servers: new ones start, removed ones
+    /// stop, changed ones restart, the others keep running untouched; the host hears
+    /// what changed. The rest of the config (`[proxy]`, `[http]`, pipelines) is not
+    /// reloaded.
     pub async fn reload(&self, config: &Config) -> Reloaded {
         // A tool reviewed with `planmux lock` since is let out of quarantine now. A lock
         // that vanished (deleted, or mid-rename by an editor) does not turn pinning off:
@@ -611,7 +635,10 @@ impl Downstreams {
         let old = self.servers();
         let mut next = Vec::new();
         let mut fresh = Vec::new();
-        let mut done = Reloaded::default();
+        let mut done = Reloaded {
+            policy: self.apply_policy(&config.policy),
+            ..Reloaded::default()
+        };
         for wanted in config.enabled_servers() {
             let existing = old.iter().find(|s| s.config.name == wanted.name);
             // The whole section as parsed (secrets included), compared in memory only.
@@ -647,8 +674,13 @@ impl Downstreams {
             .collect();
         *self.servers.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
         futures::future::join_all(gone.iter().map(|s| s.close())).await;
-        // Removed tools leave the lists now; each new server's arrive as it comes up.
-        let changed = self.rebuild_and_notify().await;
+        // Removed (or now denied) tools leave the lists now; each new server's arrive as
+        // it comes up. A new policy may also change planmux's own tools (`approve_plan`
+        // goes with `confirm = "none"`) and which pipelines are listed.
+        let mut changed = self.rebuild_and_notify().await;
+        if done.policy {
+            changed = changed.or(Changed::TOOLS);
+        }
         if changed.any() {
             self.host.notify_changed(changed).await;
         }

@@ -173,7 +173,7 @@ impl PlanCalls {
                     if outer.covers(step.id.as_str(), name)
                         && highest.is_none_or(|tier| tier <= step.tier) =>
                 {
-                    Some(Arc::new(request.approve(policy, outer.by())))
+                    Some(Arc::new(request.approve(&policy, outer.by())))
                 }
                 _ => {
                     return Err(InvokeError::Rejected(format!(
@@ -338,7 +338,7 @@ args = { path = "note.txt", content = "${input.text}" }
             inputs: None,
             digest: digest(&json!({})),
         };
-        Arc::new(request.approve(downstreams.policy(), Approver::Flag))
+        Arc::new(request.approve(&downstreams.policy(), Approver::Flag))
     }
 
     fn call(

@@ -79,7 +79,13 @@ async def tapped(params: StdioServerParameters, wire: WireLog):
             async with to_client_w:
                 async for message in server_read:
                     wire.add("<-", message)
-                    await to_client_w.send(message)
+                    try:
+                        await to_client_w.send(message)
+                    except anyio.BrokenResourceError:
+                        # The client closed while a notification was on its way (a
+                        # server's list_changed may come at any time): as the SDK's own
+                        # stdio reader does, it is dropped.
+                        return
 
         async def outbound() -> None:
             async with from_client_r:
