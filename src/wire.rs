@@ -20,6 +20,7 @@ use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, NumberOrSt
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde::Deserialize;
+use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -257,6 +258,9 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
                 },
             },
         };
+        if self.line.first() == Some(&b'[') {
+            return self.reject_batch(problem);
+        }
         self.reject(Envelope::scan(&self.line), problem)
     }
 
@@ -276,11 +280,27 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
     /// error response in place of a response, or (with no readable id) a log line.
     fn reject(&self, envelope: Envelope, problem: Problem) -> Decoded<R> {
         let message = problem.describe(&self.peer, &self.limits);
+        if envelope.kind == Kind::BadId {
+            // JSON-RPC: when a request's id cannot be read, the error's id is null.
+            tracing::warn!(peer = %self.peer, "refused a request without a readable id: {message}");
+            let reply = json!({"jsonrpc": "2.0", "id": null, "error": {
+                "code": ErrorCode::INVALID_REQUEST.0,
+                "message": format!("{message} (an id is a string or an integer)")}});
+            return Decoded::Reply(reply.to_string().into_bytes());
+        }
         let Some(id) = envelope.id else {
             tracing::warn!(peer = %self.peer, "dropped a message without a readable id: {message}");
             return Decoded::Skip;
         };
-        match envelope.kind {
+        // An id alone, with neither a method nor an answer: from a server, most likely a
+        // broken answer to planmux (its call fails at once); from a host, a request
+        // that is not one (it is answered).
+        let kind = match envelope.kind {
+            Kind::Bare if R::IS_CLIENT => Kind::Response,
+            Kind::Bare => Kind::Request,
+            kind => kind,
+        };
+        match kind {
             Kind::Request => {
                 tracing::warn!(peer = %self.peer, %id, "refused a request: {message}");
                 let error = ErrorData::new(problem.code(), message, None);
@@ -303,8 +323,38 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
                 }
                 Decoded::Message(JsonRpcMessage::Error(response))
             }
-            Kind::Notification => Decoded::Skip,
+            Kind::Notification | Kind::Bare | Kind::BadId => Decoded::Skip,
         }
+    }
+
+    /// A JSON-RPC batch (an array of messages), which MCP dropped in 2025-06-18: each
+    /// request in it with a readable id is answered with an error saying so.
+    fn reject_batch(&self, problem: Problem) -> Decoded<R> {
+        let items = match serde_json::from_slice::<Vec<serde_json::Value>>(&self.line) {
+            Ok(items) => items,
+            Err(_) => return self.reject(Envelope::scan(&self.line), problem),
+        };
+        let message = format!(
+            "{} sent a JSON-RPC batch; MCP has no batches since 2025-06-18: send each message on its own line",
+            self.peer
+        );
+        let replies: Vec<String> = items
+            .iter()
+            .filter(|item| item.get("method").is_some())
+            .filter_map(|item| {
+                serde_json::from_value::<NumberOrString>(item.get("id")?.clone()).ok()
+            })
+            .map(|id| {
+                let error = ErrorData::new(ErrorCode::INVALID_REQUEST, message.clone(), None);
+                serde_json::to_string(&JsonRpcError::new(Some(id), error)).unwrap_or_default()
+            })
+            .collect();
+        tracing::warn!(peer = %self.peer, requests = replies.len(), "refused a batch");
+        if replies.is_empty() {
+            return Decoded::Skip;
+        }
+        // One frame, one line per answer: the writer ends it with the last newline.
+        Decoded::Reply(replies.join("\n").into_bytes())
     }
 }
 
@@ -513,6 +563,10 @@ enum Kind {
     Request,
     Response,
     Notification,
+    /// An id, and neither a method nor a result or error.
+    Bare,
+    /// A method, and an `id` that is no MCP id (a fraction, null, an object).
+    BadId,
 }
 
 /// The top-level `id` and kind of a message, read without parsing the rest of it.
@@ -527,7 +581,7 @@ impl Envelope {
     /// id and whether a `method` (request) or `result`/`error` (response) is there.
     fn scan(text: &[u8]) -> Envelope {
         let mut scan = Scanner { text, at: 0 };
-        let (mut id, mut method, mut answer) = (None, false, false);
+        let (mut id, mut method, mut answer, mut id_key) = (None, false, false, false);
         if scan.skip_space() == Some(b'{') {
             scan.at += 1;
             while let Some(key) = scan.string() {
@@ -537,7 +591,10 @@ impl Envelope {
                 scan.at += 1;
                 scan.skip_space();
                 match key {
-                    b"id" => id = scan.id(),
+                    b"id" => {
+                        id_key = true;
+                        id = scan.id();
+                    }
                     b"method" => method = true,
                     b"result" | b"error" => answer = true,
                     _ => {}
@@ -555,9 +612,15 @@ impl Envelope {
         let kind = match (method, answer, &id) {
             (true, _, Some(_)) => Kind::Request,
             (false, true, Some(_)) => Kind::Response,
+            (false, false, Some(_)) => Kind::Bare,
+            (true, _, None) if id_key => Kind::BadId,
             _ => Kind::Notification,
         };
-        let id = if kind == Kind::Notification { None } else { id };
+        let id = if matches!(kind, Kind::Notification | Kind::BadId) {
+            None
+        } else {
+            id
+        };
         Envelope { id, kind }
     }
 }

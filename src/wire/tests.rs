@@ -57,8 +57,9 @@ fn the_envelope_is_read_without_parsing_the_rest() {
     check(
         r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
         None,
-        Kind::Notification,
+        Kind::BadId,
     );
+    check(r#"{"jsonrpc":"2.0","id":103}"#, number(103), Kind::Bare);
     check(
         r#"{"params":{"id":4},"method":"x"}"#,
         None,
@@ -147,6 +148,54 @@ async fn every_request_with_a_readable_id_gets_an_answer() {
         let message = reply["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(words), "{id}: {message}");
     }
+}
+
+/// A bare id, a batch and a request whose id is no MCP id are answered too: the first two
+/// under their ids, the last under `null` (JSON-RPC's id for an unreadable one).
+#[tokio::test]
+async fn odd_requests_are_answered_not_dropped() {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(ours);
+    let mut transport: LineTransport<RoleServer, _> =
+        LineTransport::new(read, write, small(), "the host").serving();
+    let (host_read, mut host_write) = tokio::io::split(theirs);
+    let mut replies = BufReader::new(host_read);
+    let lines = [
+        INIT,
+        r#"{"jsonrpc":"2.0","id":103}"#,
+        r#"[{"jsonrpc":"2.0","id":113,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"b","method":"ping"}]"#,
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#,
+    ];
+    for l in lines {
+        host_write
+            .write_all(format!("{l}\n").as_bytes())
+            .await
+            .unwrap_or_default();
+    }
+    for id in [0, 9] {
+        match transport.receive().await {
+            Some(JsonRpcMessage::Request(r)) => assert_eq!(r.id, NumberOrString::Number(id)),
+            other => panic!("expected request {id}, got {other:?}"),
+        }
+    }
+    let mut answered = Vec::new();
+    for _ in 0..4 {
+        let reply = line(&mut replies).await;
+        assert_eq!(
+            reply["error"]["code"],
+            json!(ErrorCode::INVALID_REQUEST.0),
+            "{reply}"
+        );
+        answered.push((reply["id"].clone(), reply["error"]["message"].clone()));
+    }
+    assert_eq!(answered[0].0, json!(103));
+    assert_eq!((&answered[1].0, &answered[2].0), (&json!(113), &json!("b")));
+    assert!(
+        answered[1].1.as_str().is_some_and(|m| m.contains("batch")),
+        "{answered:?}"
+    );
+    assert_eq!(answered[3].0, Value::Null);
 }
 
 #[tokio::test]
