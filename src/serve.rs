@@ -20,6 +20,9 @@ use crate::wire::LineTransport;
 
 /// How long calls in flight may take to wind down once the host has hung up.
 const DRAIN: Duration = Duration::from_secs(1);
+/// How long the calls stopped by a shutdown have to send their answers before the
+/// host's stream closes.
+const ANSWER_GRACE: Duration = Duration::from_millis(500);
 
 /// How long the downstreams wait for the host's first message before starting, so that
 /// they are offered what the host supports (hosts speak at once when they launch planmux).
@@ -98,10 +101,15 @@ where
         }
         Ok(())
     };
-    // Dropping the session on shutdown closes it (rmcp cancels a dropped service).
+    // On shutdown the calls in flight are stopped first, so each is answered (cancelled)
+    // before the session is dropped, which closes it (rmcp cancels a dropped service).
+    tokio::pin!(session);
     let result = tokio::select! {
-        result = session => result,
-        () = shutdown => Ok(()),
+        result = &mut session => result,
+        () = shutdown => {
+            stop.cancel();
+            tokio::time::timeout(ANSWER_GRACE, &mut session).await.unwrap_or(Ok(()))
+        }
     };
     stop.cancel();
     starting.abort();
@@ -131,9 +139,10 @@ mod tests {
         params
     }
 
-    /// Serves on an in-memory pipe, starts a long call, then ends the session with `end`;
-    /// `serve` must return within `bound` although the call never finishes.
-    async fn ends_promptly(hang_up: bool) {
+    /// Serves on an in-memory pipe, starts a long call, then ends the session (the host
+    /// hangs up, or planmux is shut down); `serve` must return promptly although the
+    /// call never finishes. What the call got, if anything.
+    async fn ends_promptly(hang_up: bool) -> Option<String> {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (read, write) = tokio::io::split(ours);
         let shutdown = CancellationToken::new();
@@ -146,20 +155,23 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(200)).await;
             if hang_up {
                 drop(client);
+                None
             } else {
                 shutdown.cancel();
+                let answer = tokio::time::timeout(Duration::from_secs(5), call).await;
+                drop(client);
+                Some(format!("{answer:?}"))
             }
-            call.abort_handle()
         };
         let started = std::time::Instant::now();
-        let (served, call) = tokio::join!(server, client);
+        let (served, answer) = tokio::join!(server, client);
         assert!(served.is_ok(), "{served:?}");
         let took = started.elapsed();
         assert!(
             took < Duration::from_secs(5),
             "serve took {took:?} to return"
         );
-        call.abort();
+        answer
     }
 
     #[tokio::test]
@@ -167,8 +179,13 @@ mod tests {
         ends_promptly(true).await;
     }
 
+    /// The call in flight is answered (cancelled) before the host's stream closes.
     #[tokio::test]
     async fn shutdown_ends_serving_with_a_call_in_flight() {
-        ends_promptly(false).await;
+        let answer = ends_promptly(false).await.unwrap_or_default();
+        assert!(
+            answer.contains("was cancelled") && answer.contains("is_error: Some(true)"),
+            "{answer}"
+        );
     }
 }

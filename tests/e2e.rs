@@ -996,3 +996,38 @@ fn a_tool_result_reaches_the_host_as_the_server_wrote_it() -> R {
     );
     Ok(())
 }
+
+/// SIGTERM with a call in flight: the call is answered (cancelled) before planmux exits,
+/// with a stdio child server as with a built-in one.
+#[test]
+fn a_terminated_planmux_answers_the_calls_in_flight() -> R {
+    let config = format!(
+        "{}[servers.child]\ncommand = \"{}\"\nargs = [\"demo\", \"chaos\"]\n",
+        common::demo_server("chaos", "chaos", ""),
+        common::bin()
+    );
+    let mut raw = common::RawProxy::start(&config)?;
+    raw.list_tools()?;
+    for (id, tool) in [(7, "chaos__sleep"), (8, "child__sleep")] {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"ms":60000}}}}}}"#
+        ))?;
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    Command::new("kill")
+        .args(["-TERM", &raw.child.id().to_string()])
+        .status()?;
+    let mut answered = Vec::new();
+    for _ in 0..2 {
+        let answer = raw.read()?;
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("was cancelled"), "{answer}");
+        answered.push(answer["id"].clone());
+    }
+    answered.sort_by_key(|id| id.as_i64());
+    assert_eq!(answered, [json!(7), json!(8)]);
+    Ok(())
+}

@@ -225,10 +225,10 @@ fn encode(id: &Value, answer: Answer) -> (Vec<u8>, usize) {
                 )
             }
         },
-        Answer::Result(result) => (
-            "result",
-            Body::Own(serde_json::to_vec(&result).unwrap_or_default()),
-        ),
+        Answer::Result(result) => {
+            let result = serde_json::to_vec(&result).unwrap_or_default();
+            ("result", Body::Own(legacy(&result).into_owned()))
+        }
         Answer::Error(error) => (
             "error",
             Body::Own(serde_json::to_vec(&error).unwrap_or_default()),
@@ -326,6 +326,9 @@ mod tests {
             Answer::Result(tool_error("timed out".into())),
         ));
         assert_eq!(made["result"]["isError"], true);
+        // Like a server's, planmux's own result reaches a host before 2026-07-28
+        // without `resultType`.
+        assert!(made["result"].get("resultType").is_none(), "{made}");
     }
 
     #[test]
