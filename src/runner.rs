@@ -195,11 +195,25 @@ impl PlanRunner {
         }
     }
 
-    /// An unknown tool of a server that failed to start is named as that, not as unknown.
+    /// An unknown tool that is denied, quarantined, or of a server that failed to start
+    /// is named as that (as a direct call would be told), not as unknown with look-alikes
+    /// the model might call instead.
     fn name_failed_server(&self, issue: PlanIssue) -> PlanIssue {
         let IssueKind::UnknownTool { name, .. } = &issue.kind else {
             return issue;
         };
+        if self.downstreams.policy().denies(name) {
+            let kind = IssueKind::DeniedTool { name: name.clone() };
+            return PlanIssue { kind, ..issue };
+        }
+        let catalog = self.downstreams.catalog();
+        if let Some(held) = catalog.quarantined().iter().find(|q| &q.exported == name) {
+            let kind = IssueKind::QuarantinedTool {
+                name: name.clone(),
+                change: held.change.clone(),
+            };
+            return PlanIssue { kind, ..issue };
+        }
         match self.downstreams.never_started(name) {
             Some(DownstreamError::NeverStarted { server, reason }) => PlanIssue {
                 kind: IssueKind::ServerNotStarted {

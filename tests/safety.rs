@@ -123,6 +123,13 @@ async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
         .call_tool(call("execute_plan", denied_plan))
         .await?;
     assert_eq!(invalid.is_error, Some(true));
+    // Named as denied, as a direct call is, not as unknown with look-alikes to try.
+    let said = common::text(&invalid);
+    assert!(
+        said.contains("\"chaos__fail\" is denied by [policy] deny")
+            && !said.contains("did you mean"),
+        "{said}"
+    );
 
     let audit = std::fs::read_to_string(proxy.dir.path().join("audit.jsonl"))?;
     let entries: Vec<Value> = audit
@@ -300,6 +307,17 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
     assert!(
         message.contains("quarantined: description changed since planmux lock"),
         "{message}"
+    );
+    let planned = client
+        .call_tool(call(
+            "execute_plan",
+            json!({"steps": [{"id": "e", "tool": "chaos__echo", "args": {}}]}),
+        ))
+        .await?;
+    let said = common::text(&planned);
+    assert!(
+        said.contains("\"chaos__echo\" is quarantined: description changed since planmux lock"),
+        "{said}"
     );
     // A tool that appears at run time is held back too, and the host is told.
     client

@@ -139,6 +139,12 @@ pub enum IssueKind {
         server: String,
         reason: String,
     },
+    /// A tool `[policy] deny` names: never listed, never callable.
+    #[error("tool \"{name}\" is denied by [policy] deny")]
+    DeniedTool { name: String },
+    /// A tool held back by `servers.lock` until the user reviews it.
+    #[error("tool \"{name}\" is quarantined: {change}")]
+    QuarantinedTool { name: String, change: String },
     /// A bare tool name that several servers offer.
     #[error("tool name \"{name}\" is ambiguous: {}", .candidates.join(", "))]
     AmbiguousTool {
@@ -397,6 +403,12 @@ impl IssueKind {
             IssueKind::MissingTool => "set \"tool\" to an exported name from tools/list".into(),
             IssueKind::UnknownTool { .. } => {
                 "use a tool name exactly as tools/list shows it (<server>__<tool>)".into()
+            }
+            IssueKind::DeniedTool { .. } => {
+                "the user's config forbids this tool: do without it".into()
+            }
+            IssueKind::QuarantinedTool { .. } => {
+                "its definition changed since the user pinned it; until they accept it with `planmux lock`, do without it".into()
             }
             IssueKind::ServerNotStarted { server, .. } => {
                 format!("run `planmux check` to see why '{server}' does not start")
