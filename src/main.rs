@@ -6,13 +6,16 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
+use planmux::approval::APPROVE_PLAN_TOOL;
 use planmux::config::Config;
 use planmux::demo::DemoKind;
 use planmux::downstream::Downstreams;
 use planmux::exec::RunStatus;
+use planmux::plan::EXECUTE_PLAN_TOOL;
 use planmux::plan::{PlanIssue, dot, mermaid, render_issues};
-use planmux::policy::Approver;
+use planmux::policy::{Approver, Confirm};
 use planmux::runner::{PlanRunner, Unchecked};
+use planmux::upstream::surface::SEARCH_TOOLS_TOOL;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -335,11 +338,53 @@ async fn tools(config: Config) -> Result<i32> {
             format!("server '{}' failed to start: {error}", s.name)
         })
         .collect();
+    // Beside the servers' tools, what planmux lists itself: the pipelines that can run,
+    // and its own tools (search_tools only on the compact surface).
+    let runner = PlanRunner::new(downstreams.clone(), &config);
+    let policy = downstreams.policy();
+    let pipelines: Vec<(String, String, String)> = runner
+        .pipelines()
+        .into_iter()
+        .filter_map(|state| state.ready.ok())
+        .filter(|ready| !policy.denies(&ready.spec.exported))
+        .map(|ready| {
+            let description = ready.tool.description.as_deref().unwrap_or("").to_owned();
+            (
+                ready.spec.exported,
+                ready.spec.tier.as_str().to_owned(),
+                description,
+            )
+        })
+        .collect();
+    // Their tier is that of what they run: `-` here.
+    let mut own = vec![(EXECUTE_PLAN_TOOL, "run a plan of tool calls")];
+    if policy.confirm != Confirm::None {
+        own.push((APPROVE_PLAN_TOOL, "run a plan the user approved"));
+    }
+    own.push((
+        SEARCH_TOOLS_TOOL,
+        "find tools (listed on the compact surface)",
+    ));
+    for (name, tier, description) in &pipelines {
+        let short: String = description
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(80)
+            .collect();
+        out!("{name:<width$}  {tier:<11}  pipeline: {short}");
+    }
+    for (name, description) in own {
+        out!("{name:<width$}  {:<11}  planmux: {description}", "-");
+    }
     let servers = downstreams.servers().len();
     out!(
-        "{} tools from {} of {servers} servers",
+        "{} tools from {} of {servers} servers, {} pipeline{}",
         catalog.entries().len(),
-        servers - failed.len()
+        servers - failed.len(),
+        pipelines.len(),
+        if pipelines.len() == 1 { "" } else { "s" }
     );
     for line in &failed {
         err!("planmux: {line}");

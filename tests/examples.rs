@@ -252,8 +252,24 @@ fn tools_and_check_report_the_default_catalog() -> anyhow::Result<()> {
         table.contains("metrics__check_threshold") && table.contains("weather__get-forecast"),
         "{table}"
     );
+    // Beside the servers' tools: the pipeline, with its highest step's tier, and
+    // planmux's own tools.
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_default()
+    };
     assert!(
-        table.trim_end().ends_with("tools from 4 of 4 servers"),
+        row("cpu_alert").contains("destructive  pipeline:"),
+        "{table}"
+    );
+    assert!(row("execute_plan").contains("planmux:"), "{table}");
+    assert!(row("approve_plan").contains("planmux:"), "{table}");
+    assert!(
+        table
+            .trim_end()
+            .ends_with("tools from 4 of 4 servers, 1 pipeline"),
         "{table}"
     );
     let check = Command::new(planmux)
