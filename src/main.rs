@@ -708,14 +708,23 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
 /// Asks y/N on stderr and reads the answer from stdin, when stdin is a terminal (`Err`
 /// when it is not: a pipe, a file, or the plan itself).
 async fn ask_terminal(message: String) -> Result<bool> {
-    use std::io::IsTerminal as _;
-    if !std::io::stdin().is_terminal() {
+    use std::io::{BufRead as _, IsTerminal as _};
+    // The plan may come on stdin (`planmux run -`): then the answer comes from the
+    // terminal itself, when the user sees the question there (stderr is a terminal).
+    let answers: Box<dyn std::io::BufRead + Send> = if std::io::stdin().is_terminal() {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else if std::io::stderr().is_terminal() {
+        let tty = std::fs::File::open("/dev/tty")
+            .context("stdin is not a terminal, and /dev/tty cannot be opened")?;
+        Box::new(std::io::BufReader::new(tty))
+    } else {
         anyhow::bail!("stdin is not a terminal");
-    }
+    };
     let asked = tokio::task::spawn_blocking(move || -> Result<bool> {
+        let mut answers = answers;
         err_raw!("{message}\nRun it? [y/N] ");
         let mut line = String::new();
-        std::io::stdin().read_line(&mut line)?;
+        answers.read_line(&mut line)?;
         Ok(matches!(
             line.trim().to_ascii_lowercase().as_str(),
             "y" | "yes"

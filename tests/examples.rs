@@ -348,7 +348,7 @@ fn a_broken_config_is_one_clear_line() -> anyhow::Result<()> {
 }
 
 /// `planmux run` on a terminal lists the steps and asks; `y` runs the plan, anything else
-/// exits 5 with nothing run. The terminal is a pseudo-terminal from util-linux's `script`
+/// exits 5 with nothing run. A plan read from stdin (`-`) is asked about on the terminal. The terminal is a pseudo-terminal from util-linux's `script`
 /// (on every Debian install; this test is Linux-only, as CI is).
 #[test]
 fn run_asks_on_a_terminal() -> anyhow::Result<()> {
@@ -358,13 +358,29 @@ fn run_asks_on_a_terminal() -> anyhow::Result<()> {
     std::fs::copy(root.join("servers.toml"), &config)?;
     let plan = root.join("examples/plans/weather-to-file.json");
     let written = sandbox.path().join("sandbox/documents/weather.txt");
-    for (answer, code) in [("n", 5), ("y", 0)] {
-        let command = format!(
-            "{} run --quiet --config {} {}; echo \"exit=$?\"",
-            env!("CARGO_BIN_EXE_planmux"),
-            config.display(),
-            plan.display()
-        );
+    // The plan as a file, then on stdin (the answer then comes from the terminal itself).
+    for (answer, code, piped) in [
+        ("n", 5, false),
+        ("y", 0, false),
+        ("n", 5, true),
+        ("y", 0, true),
+    ] {
+        let _ = std::fs::remove_file(&written);
+        let command = if piped {
+            format!(
+                "cat {} | {} run --quiet --config {} -; echo \"exit=$?\"",
+                plan.display(),
+                env!("CARGO_BIN_EXE_planmux"),
+                config.display(),
+            )
+        } else {
+            format!(
+                "{} run --quiet --config {} {}; echo \"exit=$?\"",
+                env!("CARGO_BIN_EXE_planmux"),
+                config.display(),
+                plan.display()
+            )
+        };
         let mut child = Command::new("script")
             .args(["-qec", &command, "/dev/null"])
             .stdin(std::process::Stdio::piped())
@@ -381,8 +397,11 @@ fn run_asks_on_a_terminal() -> anyhow::Result<()> {
             seen.contains("step2 → files__write_file (destructive)"),
             "{seen}"
         );
-        assert!(seen.contains(&format!("exit={code}")), "{answer}: {seen}");
-        assert_eq!(written.is_file(), answer == "y", "{answer}: {seen}");
+        assert!(
+            seen.contains(&format!("exit={code}")),
+            "{answer} {piped}: {seen}"
+        );
+        assert_eq!(written.is_file(), answer == "y", "{answer} {piped}: {seen}");
     }
     Ok(())
 }
