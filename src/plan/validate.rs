@@ -67,7 +67,7 @@ pub fn validate(
         }
         let after = v.depends_on(i, step);
         edges.push(v.edges(read.as_ref(), &after));
-        let pipe = v.pipe(i, step, specs[i]);
+        let pipe = v.pipe(i, step, specs[i], read.as_ref());
         if let Some(spec) = specs[i] {
             let implied: Vec<String> = pipe.iter().map(|p| p.into.clone()).collect();
             v.issues.extend(check_args(
@@ -483,8 +483,28 @@ impl<'p> Validator<'p> {
         after
     }
 
-    fn pipe(&mut self, i: usize, step: &Step, spec: Option<&ToolSpec>) -> Option<Pipe> {
+    /// Under `chained`, where the previous step's output goes into this one. Nowhere
+    /// when the args set that argument, or when, with no `pipe_to`, they already read the
+    /// previous output themselves (`${step1.result}` in a `CHAINED` plan, as seed 002's
+    /// models write it): the data flows as written, and no argument is added.
+    fn pipe(
+        &mut self,
+        i: usize,
+        step: &Step,
+        spec: Option<&ToolSpec>,
+        read: Option<&Read>,
+    ) -> Option<Pipe> {
         if self.plan.strategy != Strategy::Chained || i == 0 || step.value.is_some() {
+            return None;
+        }
+        let previous = StepId::new(self.plan.steps[i - 1].id.clone());
+        let mut reads_previous = false;
+        if let Some(read) = read {
+            read.visit_refs(&mut |r: &Ref| {
+                reads_previous |= matches!(&r.source, RefSource::Output(id) if *id == previous);
+            });
+        }
+        if step.pipe_to.is_none() && reads_previous {
             return None;
         }
         let into = step
@@ -515,7 +535,7 @@ impl<'p> Validator<'p> {
             self.issue(format!("steps[{i}].{field}"), kind);
         }
         Some(Pipe {
-            from: StepId::new(self.plan.steps[i - 1].id.clone()),
+            from: previous,
             into,
         })
     }

@@ -8,7 +8,7 @@ use super::super::{
     DependencyKind, OnError, RefSource, StepId, Strategy, ToolMatch, ToolOutcome, dot,
     execute_plan_input_schema, mermaid, output_value, resolve_tool, schedule, tool_outcome,
 };
-use super::{demo_catalog, seed_catalog, snapshot_settings, valid};
+use super::{demo_catalog, invalid, seed_catalog, snapshot_settings, valid};
 
 fn lookup(server: Option<&str>, name: &str) -> Result<String, String> {
     let tools = demo_catalog();
@@ -200,6 +200,31 @@ fn chained_pipes_the_previous_output() {
     let (missing, warnings) =
         plan.resolve_args_from(&StepId::new("b"), &HashMap::new(), &HashMap::new());
     assert_eq!((missing, warnings.len()), (json!({"input": null}), 1));
+}
+
+/// Seed 002's weather-to-file plan typed `CHAINED` (its query analysis calls it that):
+/// the second step reads the first's result itself, so nothing is piped and no
+/// `pipe_to` is needed; without such a reference the pipe is still checked.
+#[test]
+fn a_chained_step_that_reads_the_previous_output_gets_no_pipe() {
+    let plan = valid(json!({"planType": "CHAINED", "steps": [
+        {"id": "step1", "serverId": "weather", "toolName": "get-forecast",
+         "parameters": {"latitude": 40.7128, "longitude": -74.006}, "dependencies": []},
+        {"id": "step2", "serverId": "files", "toolName": "write_file",
+         "parameters": {"path": "documents/weather.txt", "content": "${step1.result}"},
+         "dependencies": ["step1"]}
+    ]}));
+    let outputs = HashMap::from([(StepId::new("step1"), json!("Sunny, 22°C"))]);
+    let (args, _) = plan.resolve_args_from(&StepId::new("step2"), &outputs, &HashMap::new());
+    assert_eq!(
+        args,
+        json!({"path": "documents/weather.txt", "content": "Sunny, 22°C"})
+    );
+    let unwired = invalid(json!({"planType": "CHAINED", "steps": [
+        {"id": "step1", "tool": "weather__get-forecast"},
+        {"id": "step2", "tool": "files__write_file", "args": {"path": "a.txt", "content": "x"}}
+    ]}));
+    assert!(unwired.contains("pipe_to"), "{unwired}");
 }
 
 #[test]
