@@ -1737,3 +1737,72 @@ fn timeless(value: Value) -> Value {
         other => other,
     }
 }
+
+/// `planmux schema plan` and `planmux schema config` accept what planmux accepts: every
+/// example plan, the seed dialects (a bare array, a plan as JSON text, `PARALLEL`), the
+/// repository's configs; checked by the Python `jsonschema` package (the MCP SDK's).
+#[tokio::test]
+async fn the_printed_schemas_accept_every_example() -> R {
+    let python = support::python();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir()?;
+    let schema = |what: &str| -> anyhow::Result<std::path::PathBuf> {
+        let out = std::process::Command::new(common::bin())
+            .args(["schema", what])
+            .output()?;
+        anyhow::ensure!(out.status.success(), "planmux schema {what} failed");
+        let path = dir.path().join(format!("{what}.json"));
+        std::fs::write(&path, &out.stdout)?;
+        Ok(path)
+    };
+    let mut plans: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("examples/plans"))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    let dialects = [
+        json!([{"_tool": "chaos__echo", "message": "hi", "_outputPath": "†state.said"}]),
+        json!({"plan": "{\"steps\": [{\"tool\": \"chaos__echo\"}]}", "inputs": {"a": 1}}),
+        json!({"planType": "PARALLEL", "steps": [{"id": "a", "serverId": "chaos", "toolName": "echo", "parameters": {}, "dependencies": []}]}),
+        json!({"strategy": "CONDITIONAL", "on_error": "fail-fast", "steps": [{"tool": "chaos__echo"}]}),
+    ];
+    for (i, plan) in dialects.iter().enumerate() {
+        let path = dir.path().join(format!("dialect-{i}.json"));
+        std::fs::write(&path, plan.to_string())?;
+        plans.push(path);
+    }
+    let check = r#"
+import json, sys, tomllib
+from jsonschema import Draft202012Validator
+schema = json.load(open(sys.argv[1]))
+Draft202012Validator.check_schema(schema)
+validator = Draft202012Validator(schema)
+bad = []
+for path in sys.argv[2:]:
+    doc = tomllib.load(open(path, "rb")) if path.endswith(".toml") else json.load(open(path))
+    errors = [e.message for e in validator.iter_errors(doc)]
+    if errors:
+        bad.append(f"{path}: {errors[:3]}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+"#;
+    let mut configs = vec![root.join("servers.toml")];
+    for entry in std::fs::read_dir(root.join("examples"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            configs.push(path);
+        }
+    }
+    for (what, docs) in [("plan", plans), ("config", configs)] {
+        let out = std::process::Command::new(&python)
+            .args(["-c", check])
+            .arg(schema(what)?)
+            .args(&docs)
+            .output()?;
+        assert!(
+            out.status.success(),
+            "planmux schema {what} refuses: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}

@@ -54,7 +54,7 @@ pub fn execute_plan_input_schema() -> Value {
             "outputs": {"type": ["array", "object"]},
             "on_error": {"enum": policies},
             "inputs": {"type": "object"},
-            "plan": {"type": ["string", "object"]}
+            "plan": {"type": ["string", "object", "array"]}
         }
     })
 }
@@ -109,7 +109,27 @@ pub fn plan_schema() -> Value {
     plan["timeout_ms"] = json!({"type": "integer", "minimum": 0});
     plan["mode"] = json!({"enum": ["lazy", "eager"]});
     plan["dry_run"] = json!({"type": "boolean"});
-    schema["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
-    schema["title"] = json!("planmux plan");
-    schema
+    // Names are read in any case, with `-` and `_` ignored (`PARALLEL`, `fail-fast`),
+    // and seed 002's CONDITIONAL and ITERATIVE run as auto: an editor still offers the
+    // canonical names, and validation names a value it does not know.
+    for (key, what) in [
+        (
+            "strategy",
+            "any case; seed 002's CONDITIONAL and ITERATIVE run as auto",
+        ),
+        ("on_error", "any case, '-' or '_' alike"),
+    ] {
+        let canonical = plan[key].clone();
+        plan[key] = json!({"anyOf": [canonical, {"type": "string", "description": what}]});
+    }
+    let steps_alone = json!({
+        "type": "array",
+        "description": "steps alone, as seed dialects write them (seed 004's bare array of {\"_tool\": …})",
+        "items": {"type": "object"}
+    });
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "planmux plan",
+        "anyOf": [schema, steps_alone]
+    })
 }
