@@ -395,7 +395,7 @@ fn input_schema() {
     assert_eq!(schema["properties"]["strategy"]["enum"][3], "chained");
     assert_eq!(
         schema["properties"]["plan"]["type"],
-        json!(["string", "object"])
+        json!(["string", "object", "array"])
     );
 }
 
