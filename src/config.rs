@@ -90,6 +90,10 @@ pub struct ProxySettings {
     /// The most tools `auto` lists in full, whatever the host's profile says
     /// (`tool_budget`).
     pub tool_budget: Option<usize>,
+    /// How many run records are kept for `planmux://runs/…` (`kept_runs`), and how much
+    /// they may weigh together as JSON (`kept_run_bytes`).
+    pub kept_runs: usize,
+    pub kept_run_bytes: usize,
 }
 
 /// `[proxy] surface`: which tools `tools/list` shows the host.
@@ -128,6 +132,8 @@ impl Default for ProxySettings {
             audit_log: None,
             surface: Surface::default(),
             always_list: None,
+            kept_runs: crate::exec::KEPT_RUNS,
+            kept_run_bytes: crate::exec::KEPT_BYTES,
             tool_budget: None,
         }
     }
@@ -182,7 +188,7 @@ pub struct ServerConfig {
 }
 
 /// `[http]`: the HTTP front (`planmux serve --http`).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct HttpConfig {
     /// Bearer tokens a request must carry one of (`${VAR}` expanded); required on any
     /// address other than loopback.
@@ -194,6 +200,23 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Requests handled at once; more wait.
     pub max_requests: usize,
+    /// Connections open at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers (slowloris).
+    pub header_timeout: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            tokens: Vec::new(),
+            origins: Vec::new(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_requests: DEFAULT_MAX_REQUESTS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: Duration::from_millis(DEFAULT_HEADER_TIMEOUT_MS),
+        }
+    }
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -204,6 +227,8 @@ impl std::fmt::Debug for HttpConfig {
             .field("origins", &self.origins)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_requests", &self.max_requests)
+            .field("max_connections", &self.max_connections)
+            .field("header_timeout", &self.header_timeout)
             .finish()
     }
 }
@@ -212,6 +237,10 @@ impl std::fmt::Debug for HttpConfig {
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
 /// HTTP requests handled at once by default: enough for a team's hosts, not a flood.
 pub const DEFAULT_MAX_REQUESTS: usize = 64;
+/// HTTP connections open at once by default: well within the process's file descriptors.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// How long an HTTP client may take to send a request's headers by default.
+pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
 
 /// `[policy]`, validated.
 #[derive(Debug, Clone, Default)]
@@ -325,11 +354,7 @@ impl Config {
         }
         let http = match table.get("http") {
             Some(value) => cx.http(cx.table(value, "[http]", "http")?)?,
-            None => HttpConfig {
-                max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-                max_requests: DEFAULT_MAX_REQUESTS,
-                ..HttpConfig::default()
-            },
+            None => HttpConfig::default(),
         };
         let mut pipelines = Vec::new();
         if let Some(value) = table.get("pipelines") {

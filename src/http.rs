@@ -41,11 +41,6 @@ use crate::upstream::Upstream;
 
 /// The default address: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8787";
-/// Connections open at once: each holds a socket; a flood of idle ones cannot exhaust
-/// the process's file descriptors.
-const MAX_CONNECTIONS: usize = 512;
-/// How long a client may take to send a request's headers (slowloris).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long connections may finish after a shutdown begins.
 const DRAIN: Duration = Duration::from_secs(5);
 /// How long a call cancelled by a shutdown has to send its answer before the sessions
@@ -152,7 +147,10 @@ pub async fn serve_http(
     tracing::info!(addr = %bound, stateless = options.stateless, "serving MCP over HTTP at /mcp");
     ready(bound);
     let mut connections = JoinSet::new();
-    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // Each connection holds a socket: a flood of idle ones cannot exhaust the process's
+    // file descriptors (`[http] max_connections`).
+    let open = Arc::new(Semaphore::new(config.http.max_connections));
+    let header_timeout = config.http.header_timeout;
     tokio::pin!(shutdown);
     loop {
         // Finished connections are reaped as we go.
@@ -187,7 +185,7 @@ pub async fn serve_http(
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
+                .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
             tokio::select! {

@@ -114,7 +114,7 @@ impl PlanRunner {
         Self {
             downstreams,
             nesting: Arc::new(nesting),
-            runs: RunStore::default(),
+            runs: RunStore::new(config.proxy.kept_runs, config.proxy.kept_run_bytes),
             tokens: Tokens::default(),
         }
     }

@@ -29,9 +29,18 @@ pub(super) const PROXY_KEYS: &[&str] = &[
     "surface",
     "always_list",
     "tool_budget",
+    "kept_runs",
+    "kept_run_bytes",
 ];
 pub(super) const POLICY_KEYS: &[&str] = &["confirm", "deny"];
-pub(super) const HTTP_KEYS: &[&str] = &["tokens", "origins", "max_body_bytes", "max_requests"];
+pub(super) const HTTP_KEYS: &[&str] = &[
+    "tokens",
+    "origins",
+    "max_body_bytes",
+    "max_requests",
+    "max_connections",
+    "header_timeout_ms",
+];
 pub(super) const SERVER_KEYS: &[&str] = &[
     "command",
     "args",
@@ -156,6 +165,8 @@ impl Cx<'_> {
                 }
                 "always_list" => p.always_list = self.globs(s, key, Some(value))?,
                 "tool_budget" => p.tool_budget = Some(self.positive(s, key, value)?),
+                "kept_runs" => p.kept_runs = self.positive(s, key, value)?,
+                "kept_run_bytes" => p.kept_run_bytes = self.positive(s, key, value)?,
                 other => return Err(self.key_error(s, other, unknown(other, PROXY_KEYS))),
             }
         }
@@ -324,6 +335,11 @@ impl Cx<'_> {
             origins: self.strings(s, "origins", table.get("origins"))?,
             max_body_bytes: number("max_body_bytes", super::DEFAULT_MAX_BODY_BYTES)?,
             max_requests: number("max_requests", super::DEFAULT_MAX_REQUESTS)?,
+            max_connections: number("max_connections", super::DEFAULT_MAX_CONNECTIONS)?,
+            header_timeout: match table.get("header_timeout_ms") {
+                Some(value) => self.millis(s, "header_timeout_ms", value)?,
+                None => std::time::Duration::from_millis(super::DEFAULT_HEADER_TIMEOUT_MS),
+            },
         })
     }
 

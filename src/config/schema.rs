@@ -38,6 +38,10 @@ struct Http {
     max_body_bytes: Option<u64>,
     /// Requests handled at once (default 64).
     max_requests: Option<u64>,
+    /// Connections open at once (default 512).
+    max_connections: Option<u64>,
+    /// How long a client may take to send a request's headers, in ms (default 10000).
+    header_timeout_ms: Option<u64>,
 }
 
 #[derive(JsonSchema)]
@@ -74,6 +78,10 @@ struct Proxy {
     always_list: Option<Vec<String>>,
     /// Auto lists every tool up to this many (default: the host's profile).
     tool_budget: Option<u64>,
+    /// Run records kept for planmux://runs/… (default 32).
+    kept_runs: Option<u64>,
+    /// How much the kept run records may weigh together as JSON, in bytes (default 64 MiB).
+    kept_run_bytes: Option<u64>,
 }
 
 #[derive(JsonSchema)]

@@ -152,6 +152,12 @@ fn full_config_parses() -> Result<(), ConfigError> {
 separator = "--"
 call_timeout_ms = 1000
 max_output_chars = 500
+kept_runs = 5
+kept_run_bytes = 1048576
+
+[http]
+max_connections = 8
+header_timeout_ms = 2500
 
 [servers.files]
 command = "npx"
@@ -174,6 +180,16 @@ enabled = false
     )?;
     assert_eq!(config.proxy.separator, "--");
     assert_eq!(config.proxy.max_output_chars, 500);
+    assert_eq!(
+        (config.proxy.kept_runs, config.proxy.kept_run_bytes),
+        (5, 1 << 20)
+    );
+    assert_eq!(config.http.max_connections, 8);
+    assert_eq!(config.http.header_timeout, Duration::from_millis(2500));
+    assert_eq!(
+        config.http.max_requests,
+        crate::config::DEFAULT_MAX_REQUESTS
+    );
     assert_eq!(config.servers.len(), 3);
     let files = &config.servers[0];
     let Transport::Stdio {

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 pub use record::{
     ItemRecord, RunRecord, RunStatus, Selection, StepRecord, StepStatus, is_error, result_schema,
 };
-pub use runs::RunStore;
+pub use runs::{KEPT_BYTES, KEPT_RUNS, RunStore};
 pub use scheduler::run;
 pub use truncate::{Cut, truncate};
 

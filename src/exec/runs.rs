@@ -15,9 +15,18 @@ pub const KEPT_RUNS: usize = 32;
 pub const KEPT_BYTES: usize = 64 * 1024 * 1024;
 
 /// The most recent run records, oldest dropped first.
-#[derive(Default)]
 pub struct RunStore {
     runs: Mutex<VecDeque<Kept>>,
+    /// How many are kept, and how much they may weigh together.
+    most: usize,
+    bytes: usize,
+}
+
+impl Default for RunStore {
+    /// [`KEPT_RUNS`] records within [`KEPT_BYTES`].
+    fn default() -> Self {
+        Self::new(KEPT_RUNS, KEPT_BYTES)
+    }
 }
 
 /// One kept record: whose it is (a session's id; `None`: a run with no session, such as a
@@ -42,13 +51,19 @@ impl Kept {
 }
 
 impl RunStore {
-    /// Keeps a record of `owner`'s, dropping the oldest beyond [`KEPT_RUNS`] or
-    /// [`KEPT_BYTES`].
-    pub fn insert(&self, record: Arc<RunRecord>, owner: Option<u64>) {
-        self.insert_within(record, owner, KEPT_RUNS, KEPT_BYTES);
+    /// A store keeping at most `most` records, weighing `bytes` together (`[proxy]
+    /// kept_runs`, `kept_run_bytes`); the newest is always kept.
+    pub fn new(most: usize, bytes: usize) -> Self {
+        Self {
+            runs: Mutex::default(),
+            most,
+            bytes,
+        }
     }
 
-    fn insert_within(&self, record: Arc<RunRecord>, owner: Option<u64>, most: usize, bytes: usize) {
+    /// Keeps a record of `owner`'s, dropping the oldest beyond the store's bounds.
+    pub fn insert(&self, record: Arc<RunRecord>, owner: Option<u64>) {
+        let (most, bytes) = (self.most, self.bytes);
         let size = serde_json::to_vec(&*record).map_or(0, |json| json.len());
         let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         runs.push_back(Kept {
@@ -116,23 +131,23 @@ mod tests {
 
     #[test]
     fn keeps_the_newest_runs_within_count_and_bytes() {
-        let store = RunStore::default();
+        let store = RunStore::new(3, usize::MAX);
         for i in 0..5 {
-            store.insert_within(record(&i.to_string(), 10), Some(1), 3, usize::MAX);
+            store.insert(record(&i.to_string(), 10), Some(1));
         }
         assert_eq!(ids(&store), ["4", "3", "2"]);
         assert!(store.get("1", Some(1)).is_none() && store.get("3", Some(1)).is_some());
 
-        let store = RunStore::default();
-        store.insert_within(record("a", 400), Some(1), 10, 1200);
-        store.insert_within(record("b", 400), Some(1), 10, 1200);
-        store.insert_within(record("c", 400), Some(1), 10, 1200);
+        let store = RunStore::new(10, 1200);
+        store.insert(record("a", 400), Some(1));
+        store.insert(record("b", 400), Some(1));
+        store.insert(record("c", 400), Some(1));
         assert_eq!(
             ids(&store),
             ["c", "b"],
             "a third ~550-byte record does not fit in 1200"
         );
-        store.insert_within(record("huge", 5000), Some(1), 10, 1200);
+        store.insert(record("huge", 5000), Some(1));
         assert_eq!(
             ids(&store),
             ["huge"],
