@@ -90,6 +90,9 @@ pub struct StepRecord {
     pub server: String,
     /// What the tool can change.
     pub tier: crate::policy::Tier,
+    /// What the plan said the step is for (`description`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     pub status: StepStatus,
     /// The error, for failed, timed-out and cancelled steps.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -207,6 +210,7 @@ impl StepRecord {
             tool: step.exported.clone(),
             server: step.server.clone(),
             tier: step.tier,
+            description: step.description.clone(),
             status: StepStatus::Skipped,
             error: None,
             reason: None,

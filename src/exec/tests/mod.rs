@@ -453,6 +453,24 @@ async fn a_timed_out_unsafe_step_is_not_retried() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_steps_description_is_kept_in_its_record() {
+    let p = plan(json!({"goal": "g", "steps": [
+        {"tool": "t__sleep", "args": {"ms": 1}, "description": "Get available compute metrics"}
+    ]}));
+    let (record, _, _) = exec(&p, &settings()).await;
+    let step = &record.steps[0];
+    assert_eq!(
+        step.description.as_deref(),
+        Some("Get available compute metrics")
+    );
+    let json = serde_json::to_value(&record).unwrap_or_default();
+    assert_eq!(
+        json["steps"][0]["description"],
+        "Get available compute metrics"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_timed_out_safe_step_is_retried_whatever_retry_unsafe_says() {
     for flag in [false, true] {
         let p = plan(
