@@ -604,6 +604,7 @@ impl<'p> Validator<'p> {
         let (exported, server, tool) = spec.map_or_else(Default::default, |s| {
             (s.exported.clone(), s.server.clone(), s.tool.clone())
         });
+        let text_args = spec.map(|s| text_args(&s.input_schema)).unwrap_or_default();
         PlannedStep {
             id: StepId::new(step.id.clone()),
             index: i,
@@ -625,6 +626,7 @@ impl<'p> Validator<'p> {
             retries: if safe { step.retries } else { 0 },
             retry_unsafe: step.retry_unsafe && !retry_safe,
             pipe,
+            text_args,
             output_slots: step.output_slots.clone(),
             description: step.description.clone(),
         }
@@ -662,4 +664,25 @@ impl<'p> Validator<'p> {
             self.issue(at, IssueKind::Cycle { path });
         }
     }
+}
+
+/// The top-level properties `schema` types as strings and nothing else (`"type":
+/// "string"`, or a list of types that are all `"string"` but for `"null"`).
+fn text_args(schema: &Value) -> Vec<String> {
+    let Some(Value::Object(properties)) = schema.get("properties") else {
+        return Vec::new();
+    };
+    let text_only = |property: &Value| match property.get("type") {
+        Some(Value::String(kind)) => kind == "string",
+        Some(Value::Array(kinds)) => {
+            kinds.iter().any(|k| k == "string")
+                && kinds.iter().all(|k| k == "string" || k == "null")
+        }
+        _ => false,
+    };
+    properties
+        .iter()
+        .filter(|(_, property)| text_only(property))
+        .map(|(name, _)| name.clone())
+        .collect()
 }

@@ -124,6 +124,10 @@ pub struct PlannedStep {
     pub retry_unsafe: bool,
     /// Under `chained`, where the previous output goes (absent when args set it).
     pub pipe: Option<Pipe>,
+    /// The top-level arguments the tool's input schema types as strings only: a
+    /// reference's value that is not text reaches them as text (compact JSON), as it
+    /// would spliced into a longer string, rather than as a value the tool refuses.
+    pub text_args: Vec<String>,
     /// Seed-004 `_outputPath` slots.
     pub output_slots: Option<OutputSlots>,
     /// The step's description, if the plan gave one.
@@ -186,6 +190,15 @@ impl PlannedStep {
                     Value::Null
                 });
             map.insert(pipe.into.clone(), value);
+        }
+        if let Value::Object(map) = &mut args {
+            for name in &self.text_args {
+                if let Some(value) = map.get_mut(name)
+                    && !matches!(value, Value::String(_) | Value::Null)
+                {
+                    *value = Value::String(value.to_string());
+                }
+            }
         }
         (args, warnings)
     }

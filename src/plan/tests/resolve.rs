@@ -227,6 +227,30 @@ fn a_chained_step_that_reads_the_previous_output_gets_no_pipe() {
     assert!(unwired.contains("pipe_to"), "{unwired}");
 }
 
+/// A whole-value reference gives the value typed, except into an argument the tool
+/// types as text only: there a value that is not text arrives as compact JSON (seed 002's
+/// `"content": "${step1.result}"` writes the forecast, which a file tool needs as text).
+#[test]
+fn a_reference_into_a_text_argument_arrives_as_text() {
+    let plan = valid(json!({"steps": [
+        {"id": "w", "tool": "weather__get_forecast", "args": {"location": "NYC"}},
+        {"id": "save", "tool": "files__write_file", "args": {"path": "a.txt", "content": "${w.result}"}},
+        {"id": "echo", "tool": "chaos__echo", "args": {"input": "$ref:w", "message": "$ref:w.days"}}
+    ]}));
+    let forecast = json!({"location": "NYC", "temperature_c": 22});
+    let outputs = HashMap::from([(StepId::new("w"), forecast.clone())]);
+    let resolve = |id: &str| {
+        plan.resolve_args_from(&StepId::new(id), &outputs, &HashMap::new())
+            .0
+    };
+    assert_eq!(
+        resolve("save"),
+        json!({"path": "a.txt", "content": r#"{"location":"NYC","temperature_c":22}"#})
+    );
+    // Where the schema allows any value, it stays typed; a missing one stays null.
+    assert_eq!(resolve("echo"), json!({"input": forecast, "message": null}));
+}
+
 #[test]
 fn state_slots_route_success_and_caught_errors() {
     let plan = super::super::prepare(
