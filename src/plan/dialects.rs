@@ -58,11 +58,64 @@ pub(super) struct Parser {
 
 /// Reads a JSON string as JSON, reporting where it breaks.
 pub(super) fn parse_json_text(text: &str) -> Result<Value, IssueKind> {
-    serde_json::from_str(text).map_err(|e| IssueKind::MalformedJson {
-        line: e.line(),
-        column: e.column(),
-        message: strip_position(&e.to_string()),
+    serde_json::from_str(text).or_else(|e| {
+        // Plans written as in the seeds' articles may carry `//` notes (`"content":
+        // "${weather.result}"  // Magic happens here`): without them, the plan may be
+        // fine. A plan that is still not JSON gets the error of the text as sent.
+        without_comments(text)
+            .and_then(|bare| serde_json::from_str(&bare).ok())
+            .ok_or_else(|| IssueKind::MalformedJson {
+                line: e.line(),
+                column: e.column(),
+                message: strip_position(&e.to_string()),
+            })
     })
+}
+
+/// `text` without its `//` and `/* */` comments (outside strings; a line comment's
+/// newline stays, so positions keep their lines), or `None` when it has none.
+fn without_comments(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let (mut in_string, mut found) = (false, false);
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                '\\' => out.extend(chars.next()),
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                found = true;
+                while chars.next_if(|&c| c != '\n').is_some() {}
+            }
+            ('/', Some('*')) => {
+                found = true;
+                chars.next();
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    if c == '\n' {
+                        out.push(c);
+                    }
+                    last = c;
+                }
+                out.push(' ');
+            }
+            _ => out.push(c),
+        }
+    }
+    found.then_some(out)
 }
 
 /// serde_json appends " at line L column C"; the issue says that itself.

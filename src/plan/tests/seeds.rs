@@ -485,3 +485,38 @@ fn each_dialect_validates_against_the_builtin_demo_servers() {
         }
     }
 }
+
+/// The seeds' articles annotate their JSON with `//` notes: a plan sent with them (as
+/// text, the only way a comment can reach planmux) reads as the plan without them.
+/// Slashes inside strings are text; a plan that is still no JSON keeps its own error.
+#[test]
+fn seed_plans_with_comments_read_as_without() {
+    let annotated = r#"{
+  "planType": "SEQUENTIAL",   // as seed 002 writes it
+  /* the steps */
+  "steps": [
+    {"id": "w", "serverId": "weather", "toolName": "get-forecast", "parameters": {"url": "http://x//y"}},
+    {"id": "save", "serverId": "files", "toolName": "write_file",
+     "parameters": {"path": "documents/weather.txt", "content": "${w.result}"}  //  Magic happens here
+    }
+  ]
+}"#;
+    let plain = parse(&json!(annotated)).map(|p| p.to_canonical());
+    let expected = json!({
+        "strategy": "sequential",
+        "steps": [
+            {"id": "w", "tool": "get-forecast", "server": "weather", "args": {"url": "http://x//y"}},
+            {"id": "save", "tool": "write_file", "server": "files",
+             "args": {"path": "documents/weather.txt", "content": "$ref:w"}}
+        ],
+        "on_error": "fail_forward"
+    });
+    assert_eq!(plain.map_err(|i| render_issues(&i)), Ok(expected));
+    let broken = parse(&json!("{\"steps\": [} // note")).map_err(|i| render_issues(&i));
+    assert!(
+        broken
+            .as_ref()
+            .is_err_and(|e| e.contains("line 1, column 12")),
+        "{broken:?}"
+    );
+}
