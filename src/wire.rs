@@ -330,31 +330,94 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
     /// A JSON-RPC batch (an array of messages), which MCP dropped in 2025-06-18: each
     /// request in it with a readable id is answered with an error saying so.
     fn reject_batch(&self, problem: Problem) -> Decoded<R> {
-        let items = match serde_json::from_slice::<Vec<serde_json::Value>>(&self.line) {
-            Ok(items) => items,
-            Err(_) => return self.reject(Envelope::scan(&self.line), problem),
+        let Ok(batch) = serde_json::from_slice::<Batch>(&self.line) else {
+            return self.reject(Envelope::scan(&self.line), problem);
         };
         let message = format!(
             "{} sent a JSON-RPC batch; MCP has no batches since 2025-06-18: send each message on its own line",
             self.peer
         );
-        let replies: Vec<String> = items
-            .iter()
-            .filter(|item| item.get("method").is_some())
-            .filter_map(|item| {
-                serde_json::from_value::<NumberOrString>(item.get("id")?.clone()).ok()
-            })
-            .map(|id| {
-                let error = ErrorData::new(ErrorCode::INVALID_REQUEST, message.clone(), None);
-                serde_json::to_string(&JsonRpcError::new(Some(id), error)).unwrap_or_default()
-            })
+        let refuse = |id: Option<NumberOrString>, message: String| {
+            let error = ErrorData::new(ErrorCode::INVALID_REQUEST, message, None);
+            serde_json::to_string(&JsonRpcError::new(id, error)).unwrap_or_default()
+        };
+        let mut replies: Vec<String> = batch
+            .ids
+            .into_iter()
+            .map(|id| refuse(Some(id), message.clone()))
             .collect();
+        if batch.more > 0 {
+            // Bounded work: a batch of millions is not answered a million times.
+            let more = format!(
+                "{message} ({} more requests in the batch were not answered)",
+                batch.more
+            );
+            replies.push(
+                json!({"jsonrpc": "2.0", "id": null, "error": {
+                "code": ErrorCode::INVALID_REQUEST.0, "message": more}})
+                .to_string(),
+            );
+        }
         tracing::warn!(peer = %self.peer, requests = replies.len(), "refused a batch");
         if replies.is_empty() {
             return Decoded::Skip;
         }
         // One frame, one line per answer: the writer ends it with the last newline.
         Decoded::Reply(replies.join("\n").into_bytes())
+    }
+}
+
+/// Requests of a batch answered one by one; the rest are counted.
+const MAX_BATCH_ANSWERS: usize = 64;
+
+/// The requests of a JSON-RPC batch: the ids of the first [`MAX_BATCH_ANSWERS`] with a
+/// method and a readable id, and how many more there were. Read in one pass, keeping no
+/// more than that.
+struct Batch {
+    ids: Vec<NumberOrString>,
+    more: usize,
+}
+
+impl<'de> Deserialize<'de> for Batch {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// One member: a request-like object, or anything else (skipped).
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Member {
+            Request {
+                id: NumberOrString,
+                #[allow(dead_code)]
+                method: serde::de::IgnoredAny,
+            },
+            Other(serde::de::IgnoredAny),
+        }
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = Batch;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON-RPC batch")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Batch, A::Error> {
+                let mut batch = Batch {
+                    ids: Vec::new(),
+                    more: 0,
+                };
+                while let Some(member) = seq.next_element::<Member>()? {
+                    if let Member::Request { id, .. } = member {
+                        if batch.ids.len() < MAX_BATCH_ANSWERS {
+                            batch.ids.push(id);
+                        } else {
+                            batch.more += 1;
+                        }
+                    }
+                }
+                Ok(batch)
+            }
+        }
+        deserializer.deserialize_seq(Members)
     }
 }
 
@@ -663,13 +726,13 @@ impl<'a> Scanner<'a> {
         None
     }
 
-    /// An id: a string without escapes, or an integer that fits.
+    /// An id: a string (its escapes decoded), or an integer that fits.
     fn id(&mut self) -> Option<NumberOrString> {
         if self.peek() == Some(b'"') {
-            let raw = self.string()?;
-            let text = std::str::from_utf8(raw)
-                .ok()
-                .filter(|t| !t.contains('\\'))?;
+            let start = self.at;
+            self.string()?;
+            // The string with its quotes, decoded as JSON (a lone surrogate is no id).
+            let text: String = serde_json::from_slice(&self.text[start..self.at]).ok()?;
             return Some(NumberOrString::String(Arc::from(text)));
         }
         let start = self.at;

@@ -997,6 +997,18 @@ fn a_tool_result_reaches_the_host_as_the_server_wrote_it() -> R {
     Ok(())
 }
 
+/// A tools/call whose id is no MCP id (a fraction) is refused under `null`, not run.
+#[test]
+fn a_call_with_a_fractional_id_is_refused_not_run() -> R {
+    let mut raw = common::RawProxy::start(&common::demo_server("chaos", "chaos", ""))?;
+    raw.list_tools()?;
+    raw.send(r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"chaos__echo","arguments":{"message":"hi"}}}"#)?;
+    let answer = raw.read()?;
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    Ok(())
+}
+
 /// SIGTERM with a call in flight: the call is answered (cancelled) before planmux exits,
 /// with a stdio child server as with a built-in one.
 #[test]

@@ -71,16 +71,19 @@ impl Passthrough {
         let Ok(request) = serde_json::from_slice::<Value>(text) else {
             return false;
         };
-        let name = match (
-            &request["method"],
-            &request["id"],
-            request.pointer("/params/name"),
-        ) {
-            (
-                Value::String(method),
-                Value::Number(_) | Value::String(_),
-                Some(Value::String(name)),
-            ) if method == "tools/call" => name.clone(),
+        let id_ok = match &request["id"] {
+            // An MCP id is a string or an integer: anything else goes to rmcp, which
+            // refuses it.
+            Value::Number(n) => n.is_i64(),
+            Value::String(_) => true,
+            _ => false,
+        };
+        let name = match (&request["method"], request.pointer("/params/name")) {
+            (Value::String(method), Some(Value::String(name)))
+                if id_ok && method == "tools/call" =>
+            {
+                name.clone()
+            }
             _ => return false,
         };
         if !self.upstream.passes_through(&name) {

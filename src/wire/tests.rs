@@ -198,6 +198,56 @@ async fn odd_requests_are_answered_not_dropped() {
     assert_eq!(answered[3].0, Value::Null);
 }
 
+/// A batch is answered request by request up to a bound, then once for the rest: a
+/// batch of millions costs no million answers. An escaped string id is an id.
+#[tokio::test]
+async fn a_large_batch_is_answered_within_a_bound() {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(ours);
+    let mut transport: LineTransport<RoleServer, _> = LineTransport::new(
+        read,
+        write,
+        Limits {
+            max_message_bytes: 1 << 20,
+            max_nesting: 200,
+        },
+        "the host",
+    )
+    .serving();
+    let (host_read, mut host_write) = tokio::io::split(theirs);
+    let mut replies = BufReader::new(host_read);
+    let pings: Vec<String> = (0..70)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#))
+        .collect();
+    let lines = [
+        INIT.to_string(),
+        format!("[{}]", pings.join(",")),
+        r#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/call","params":{"v":1e400}}"#.to_string(),
+    ];
+    for l in &lines {
+        host_write
+            .write_all(format!("{l}\n").as_bytes())
+            .await
+            .unwrap_or_default();
+    }
+    // The transport writes its answers as it goes on reading.
+    let receiving = tokio::spawn(async move { while transport.receive().await.is_some() {} });
+    let mut ids = Vec::new();
+    for k in 0..66 {
+        let reply = line(&mut replies).await;
+        if k < 65 {
+            let code = json!(ErrorCode::INVALID_REQUEST.0);
+            assert_eq!(reply["error"]["code"], code, "{reply}");
+        }
+        ids.push(reply["id"].clone());
+    }
+    let expected: Vec<Value> = (0..64).map(|i| json!(i)).collect();
+    assert_eq!(ids[..64], expected[..]);
+    assert_eq!(ids[64], Value::Null);
+    assert_eq!(ids[65], json!("a\"b"), "the escaped id is read as written");
+    receiving.abort();
+}
+
 #[tokio::test]
 async fn an_unreadable_answer_fails_its_call_at_once() {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
