@@ -195,11 +195,15 @@ fn ready(pipeline: &PipelineConfig, specs: &[ToolSpec], limits: &Limits) -> Resu
 }
 
 /// An input schema from the plan's `input.NAME` references: each name a property of any
-/// type, all required.
+/// type, required unless the saved plan's `inputs` give it a default.
 fn derived_schema(pipeline: &PipelineConfig) -> Value {
-    let names = crate::plan::parse(&pipeline.plan)
-        .map(|plan| plan.inputs_read())
-        .unwrap_or_default();
+    let plan = crate::plan::parse(&pipeline.plan).ok();
+    let names = plan.as_ref().map(|p| p.inputs_read()).unwrap_or_default();
+    let defaulted = |name: &String| {
+        plan.as_ref()
+            .is_some_and(|p| p.inputs.get(name.as_str()).is_some())
+    };
+    let required: Vec<&String> = names.iter().filter(|n| !defaulted(n)).collect();
     let properties: Map<String, Value> = names
         .iter()
         .map(|n| {
@@ -209,11 +213,8 @@ fn derived_schema(pipeline: &PipelineConfig) -> Value {
             )
         })
         .collect();
-    json!({"type": "object", "properties": properties, "required": names})
+    json!({"type": "object", "properties": properties, "required": required})
 }
-
-#[cfg(test)]
-mod tests;
 
 /// A saved plan as one plan object, as the plan checks read it: steps alone become
 /// `{"steps": …}`, and a `{"plan": …}` wrapper (its plan an object, steps, or their JSON
@@ -234,7 +235,7 @@ fn opened(plan: &Value) -> Option<Map<String, Value>> {
             return Some(outer);
         };
         let mut inner = match inner {
-            Value::String(text) => serde_json::from_str(&text).ok()?,
+            Value::String(text) => crate::plan::parse_json_text(&text).ok()?,
             inner => inner,
         };
         if let Value::Array(steps) = inner {
@@ -250,3 +251,6 @@ fn opened(plan: &Value) -> Option<Map<String, Value>> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests;

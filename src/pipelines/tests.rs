@@ -128,3 +128,25 @@ fn the_call_s_arguments_are_the_plan_s_inputs_over_its_saved_defaults() {
         assert!(arguments.get("plan").is_none(), "{arguments}");
     }
 }
+
+/// Without an `input_schema`, what the saved plan's `inputs` give a default is not
+/// required of the caller (a direct call, checked against the schema, may leave it out);
+/// a wrapped plan's JSON text may carry comments, and the call's arguments still win.
+#[test]
+fn saved_defaults_are_not_required_and_wrapped_text_may_carry_comments() {
+    let plan = json!({"inputs": {"days": 7}, "steps": [
+        {"id": "q", "tool": "metrics__query_metric", "args": {"name": "${input.city}", "d": "$ref:input.days"}}
+    ]});
+    let p = pipeline("p", plan, None);
+    let states = Pipelines::new(std::slice::from_ref(&p)).check(&catalog(), &Limits::default());
+    let ready = states[0].ready.as_ref().map_err(Clone::clone);
+    let schema = ready
+        .map(|r| r.spec.input_schema.clone())
+        .unwrap_or_default();
+    assert_eq!(schema["required"], json!(["city"]), "{schema}");
+    let text =
+        "{\"inputs\": {\"city\": \"Oslo\"}, // saved default\n \"steps\": [{\"tool\": \"x\"}]}";
+    let wrapped = pipeline("w", json!({ "plan": text }), None);
+    let arguments = Pipelines::arguments(&wrapped, json!({"city": "Lima"}));
+    assert_eq!(arguments["inputs"]["city"], "Lima", "{arguments}");
+}

@@ -57,7 +57,7 @@ pub(super) struct Parser {
 }
 
 /// Reads a JSON string as JSON, reporting where it breaks.
-pub(super) fn parse_json_text(text: &str) -> Result<Value, IssueKind> {
+pub fn parse_json_text(text: &str) -> Result<Value, IssueKind> {
     serde_json::from_str(text).or_else(|e| {
         // Plans written as in the seeds' articles may carry `//` notes (`"content":
         // "${weather.result}"  // Magic happens here`): without them, the plan may be

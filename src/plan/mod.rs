@@ -30,7 +30,7 @@ mod tests;
 
 pub use condition::{Condition, OPERATORS, Op, truthy};
 pub use describe::{execute_plan_description, execute_plan_input_schema, plan_schema};
-pub use dialects::{MAX_UNWRAP, parse};
+pub use dialects::{MAX_UNWRAP, parse, parse_json_text};
 pub use graph::find_cycles;
 pub use issue::{
     IssueKind, IssueList, MAX_ISSUE_CHARS, MAX_ISSUES, PlanIssue, cap_issues, describe_value,
