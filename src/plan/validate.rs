@@ -484,9 +484,10 @@ impl<'p> Validator<'p> {
     }
 
     /// Under `chained`, where the previous step's output goes into this one. Nowhere
-    /// when the args set that argument, or when, with no `pipe_to`, they already read the
-    /// previous output themselves (`${step1.result}` in a `CHAINED` plan, as seed 002's
-    /// models write it): the data flows as written, and no argument is added.
+    /// when the args set that argument, or when the tool has no `input` argument and,
+    /// with no `pipe_to`, the args already read the previous output themselves
+    /// (`"content": "${step1.result}"` in seed 002's `CHAINED` plan): the data flows as
+    /// written, and no argument is added.
     fn pipe(
         &mut self,
         i: usize,
@@ -498,15 +499,6 @@ impl<'p> Validator<'p> {
             return None;
         }
         let previous = StepId::new(self.plan.steps[i - 1].id.clone());
-        let mut reads_previous = false;
-        if let Some(read) = read {
-            read.visit_refs(&mut |r: &Ref| {
-                reads_previous |= matches!(&r.source, RefSource::Output(id) if *id == previous);
-            });
-        }
-        if step.pipe_to.is_none() && reads_previous {
-            return None;
-        }
         let into = step
             .pipe_to
             .clone()
@@ -520,6 +512,15 @@ impl<'p> Validator<'p> {
         if let (Some(spec), Some(properties)) = (spec, properties)
             && !properties.contains_key(&into)
         {
+            let mut reads_previous = false;
+            if let Some(read) = read {
+                read.args.visit_refs(&mut |r: &Ref, _| {
+                    reads_previous |= matches!(&r.source, RefSource::Output(id) if *id == previous);
+                });
+            }
+            if step.pipe_to.is_none() && reads_previous {
+                return None;
+            }
             let mut available: Vec<String> = properties.keys().cloned().collect();
             available.sort();
             let kind = IssueKind::PipeTargetMissing {

@@ -225,6 +225,17 @@ fn a_chained_step_that_reads_the_previous_output_gets_no_pipe() {
         {"id": "step2", "tool": "files__write_file", "args": {"path": "a.txt", "content": "x"}}
     ]}));
     assert!(unwired.contains("pipe_to"), "{unwired}");
+    // A tool that has the `input` argument still gets the pipe, whatever else it reads.
+    let piped = valid(json!({"planType": "CHAINED", "steps": [
+        {"id": "s1", "tool": "weather__get-forecast"},
+        {"id": "s2", "tool": "chaos__echo", "args": {"message": "${s1.location}"}}
+    ]}));
+    let outputs = HashMap::from([(StepId::new("s1"), json!({"location": "NYC"}))]);
+    let (args, _) = piped.resolve_args_from(&StepId::new("s2"), &outputs, &HashMap::new());
+    assert_eq!(
+        args,
+        json!({"message": "NYC", "input": {"location": "NYC"}})
+    );
 }
 
 /// A whole-value reference gives the value typed, except into an argument the tool
