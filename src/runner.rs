@@ -202,14 +202,30 @@ impl PlanRunner {
         let IssueKind::UnknownTool { name, .. } = &issue.kind else {
             return issue;
         };
-        if self.downstreams.policy().denies(name) {
-            let kind = IssueKind::DeniedTool { name: name.clone() };
+        // Written as `server:tool` (seed 002's serverId and toolName): its exported name,
+        // namespaced or not.
+        let names = match name.split_once(':') {
+            Some((server, tool)) => vec![
+                crate::catalog::export_name(server, self.downstreams.separator(), tool),
+                tool.to_owned(),
+            ],
+            None => vec![name.clone()],
+        };
+        let policy = self.downstreams.policy();
+        if let Some(denied) = names.iter().find(|n| policy.denies(n)) {
+            let kind = IssueKind::DeniedTool {
+                name: denied.clone(),
+            };
             return PlanIssue { kind, ..issue };
         }
         let catalog = self.downstreams.catalog();
-        if let Some(held) = catalog.quarantined().iter().find(|q| &q.exported == name) {
+        if let Some(held) = catalog
+            .quarantined()
+            .iter()
+            .find(|q| names.contains(&q.exported))
+        {
             let kind = IssueKind::QuarantinedTool {
-                name: name.clone(),
+                name: held.exported.clone(),
                 change: held.change.clone(),
             };
             return PlanIssue { kind, ..issue };

@@ -130,6 +130,16 @@ async fn every_call_passes_the_checkpoint_and_is_audited() -> R {
             && !said.contains("did you mean"),
         "{said}"
     );
+    // So is a step naming it by server and bare name (seed 002's serverId, toolName).
+    let seed_form = json!({"planType": "SEQUENTIAL", "steps": [
+        {"id": "f", "serverId": "chaos", "toolName": "fail", "parameters": {}, "dependencies": []}
+    ]});
+    let invalid = proxy
+        .client
+        .call_tool(call("execute_plan", seed_form))
+        .await?;
+    let said = common::text(&invalid);
+    assert!(said.contains("is denied by [policy] deny"), "{said}");
 
     let audit = std::fs::read_to_string(proxy.dir.path().join("audit.jsonl"))?;
     let entries: Vec<Value> = audit

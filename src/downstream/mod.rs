@@ -374,6 +374,11 @@ impl Downstreams {
         self.server(&entry.server)?.fields.of(&entry.tool)
     }
 
+    /// What joins a server's name and its tools' in exported names (`[proxy] separator`).
+    pub fn separator(&self) -> &str {
+        &self.separator
+    }
+
     /// The `[policy]` in force.
     pub fn policy(&self) -> Arc<Policy> {
         self.policy
