@@ -646,7 +646,7 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
             .map(|asked| runner.approve(asked, Approver::Flag)),
         Some(asked) => {
             let answer = tokio::select! {
-                answer = ask_terminal(asked.message()) => answer,
+                answer = ask_terminal(asked.message(), source == "-") => answer,
                 () = terminated() => Ok(false),
             };
             match answer {
@@ -707,13 +707,13 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
 
 /// Asks y/N on stderr and reads the answer from stdin, when stdin is a terminal (`Err`
 /// when it is not: a pipe, a file, or the plan itself).
-async fn ask_terminal(message: String) -> Result<bool> {
+async fn ask_terminal(message: String, plan_on_stdin: bool) -> Result<bool> {
     use std::io::{BufRead as _, IsTerminal as _};
-    // The plan may come on stdin (`planmux run -`): then the answer comes from the
-    // terminal itself, when the user sees the question there (stderr is a terminal).
+    // The plan may take stdin (`planmux run -`): then the answer comes from the terminal
+    // itself, when the user sees the question there (stderr is a terminal).
     let answers: Box<dyn std::io::BufRead + Send> = if std::io::stdin().is_terminal() {
         Box::new(std::io::BufReader::new(std::io::stdin()))
-    } else if std::io::stderr().is_terminal() {
+    } else if plan_on_stdin && std::io::stderr().is_terminal() {
         let tty = std::fs::File::open("/dev/tty")
             .context("stdin is not a terminal, and /dev/tty cannot be opened")?;
         Box::new(std::io::BufReader::new(tty))

@@ -33,6 +33,8 @@ pub(super) const PROXY_KEYS: &[&str] = &[
     "kept_run_bytes",
 ];
 pub(super) const POLICY_KEYS: &[&str] = &["confirm", "deny"];
+/// The most `[http] max_requests` and `max_connections` may be.
+const MAX_AT_ONCE: usize = 1_000_000;
 pub(super) const HTTP_KEYS: &[&str] = &[
     "tokens",
     "origins",
@@ -330,12 +332,21 @@ impl Cx<'_> {
             Some(value) => self.positive(s, key, value),
             None => Ok(default),
         };
+        // Requests and connections at once: each is a semaphore's permits, which have
+        // a ceiling far above any real need.
+        let count = |key: &str, default: usize| {
+            let n = number(key, default)?;
+            if n > MAX_AT_ONCE {
+                return Err(self.key_error(s, key, format!("must be at most {MAX_AT_ONCE}")));
+            }
+            Ok(n)
+        };
         Ok(super::HttpConfig {
             tokens,
             origins: self.strings(s, "origins", table.get("origins"))?,
             max_body_bytes: number("max_body_bytes", super::DEFAULT_MAX_BODY_BYTES)?,
-            max_requests: number("max_requests", super::DEFAULT_MAX_REQUESTS)?,
-            max_connections: number("max_connections", super::DEFAULT_MAX_CONNECTIONS)?,
+            max_requests: count("max_requests", super::DEFAULT_MAX_REQUESTS)?,
+            max_connections: count("max_connections", super::DEFAULT_MAX_CONNECTIONS)?,
             header_timeout: match table.get("header_timeout_ms") {
                 Some(value) => self.millis(s, "header_timeout_ms", value)?,
                 None => std::time::Duration::from_millis(super::DEFAULT_HEADER_TIMEOUT_MS),

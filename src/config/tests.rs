@@ -42,6 +42,10 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [servers.a]: key 'env.KEY': environment variable 'MISSING' is not set (write $$ for a literal $)",
         ),
         (
+            "[http]\nmax_connections = 99999999999",
+            "servers.toml: [http]: key 'max_connections': must be at most 1000000",
+        ),
+        (
             "[servers.a]\nurl = \"ftp://h\"",
             "servers.toml: [servers.a]: key 'url': must start with http:// or https://",
         ),
