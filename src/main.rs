@@ -580,7 +580,7 @@ async fn validate(config: Config, source: &str, picture: Picture) -> Result<i32>
     let plan = read_plan(source)?;
     let downstreams = Downstreams::start(&config, Arc::default()).await;
     let runner = PlanRunner::new(downstreams.clone(), &config);
-    let outcome = runner.check(plan, &CancellationToken::new()).await;
+    let outcome = runner.check(plan, None, &CancellationToken::new()).await;
     downstreams.shutdown().await;
     let checked = match outcome {
         Ok(checked) => checked,
@@ -616,7 +616,7 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
     let downstreams = Downstreams::start(&config, Arc::default()).await;
     let runner = PlanRunner::new(downstreams.clone(), &config);
     let cancel = CancellationToken::new();
-    let checked = match runner.check(plan, &cancel).await {
+    let checked = match runner.check(plan, None, &cancel).await {
         Ok(checked) => checked,
         Err(outcome) => {
             downstreams.shutdown().await;

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::{Request, Tokens};
 use crate::config::{Config, PipelineConfig};
 use crate::downstream::{Caller, DownstreamError, Downstreams};
-use crate::exec::{Observer, RunRecord, RunStore, Settings, run};
+use crate::exec::{Boards, Observer, RunRecord, RunStore, Settings, run};
 use crate::pipelines::{PipelineState, Pipelines};
-use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, schedule};
+use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, prepare_on, schedule};
 use crate::policy::{Approval, Approver, Confirm};
 
 mod calls;
@@ -95,6 +95,8 @@ pub struct PlanRunner {
     nesting: Arc<Nesting>,
     /// The last runs' records.
     pub runs: RunStore,
+    /// The state slots each session's runs wrote, for its next plans.
+    boards: Boards,
     /// Approvals asked for and not yet given.
     pub tokens: Tokens,
 }
@@ -115,6 +117,7 @@ impl PlanRunner {
             downstreams,
             nesting: Arc::new(nesting),
             runs: RunStore::new(config.proxy.kept_runs, config.proxy.kept_run_bytes),
+            boards: Boards::default(),
             tokens: Tokens::default(),
         }
     }
@@ -154,9 +157,12 @@ impl PlanRunner {
     /// Validation runs on a blocking thread, within the plan time limit: a heavy plan (or
     /// a hostile tool schema) never holds up other calls, the plan's own cancellation or
     /// a signal, which all live on the I/O thread.
+    /// The plan starts from the state slots `owner`'s earlier runs wrote (seed 004's
+    /// whiteboard; none without a session).
     pub async fn check(
         &self,
         arguments: Value,
+        owner: Option<u64>,
         cancel: &CancellationToken,
     ) -> Result<Checked, Unchecked> {
         // Validation needs the whole catalog: wait for the servers' first start.
@@ -164,9 +170,11 @@ impl PlanRunner {
         let catalog = self.downstreams.catalog();
         let nesting = self.nesting.clone();
         let confirm = self.confirm();
+        let board = self.boards.get(owner);
         let checking = tokio::task::spawn_blocking(move || {
             let specs = nesting.specs(catalog.tool_specs());
-            let plan = prepare(&arguments, &specs, &nesting.limits).map_err(Unchecked::Invalid)?;
+            let plan = prepare_on(&arguments, &specs, &nesting.limits, &board)
+                .map_err(Unchecked::Invalid)?;
             let approval =
                 Request::for_plan(&plan, &arguments, confirm).map_err(Unchecked::Unshowable)?;
             Ok(Checked { plan, approval })
@@ -271,6 +279,7 @@ impl PlanRunner {
         );
         let settings = &self.nesting.settings;
         let record = Arc::new(run(plan, calls, settings, observer, cancel).await);
+        self.boards.write(owner, plan, &record);
         self.runs.insert(record.clone(), owner);
         record
     }

@@ -512,3 +512,39 @@ async fn a_tool_that_takes_a_pipeline_name_stays_callable() -> R {
     assert_eq!(out.status.code(), Some(1));
     Ok(())
 }
+
+/// Seed 004's replanning: a run's state slots stay on the session's whiteboard, so the
+/// next plan reads `†state.error` that no call of its own writes; a slot nobody wrote
+/// is still an error, and a plan's own write wins over the board.
+#[tokio::test]
+async fn the_next_plan_reads_the_slots_the_last_one_wrote() -> R {
+    let proxy = start(&config("")).await?;
+    let optimistic = json!([
+        {"_tool": "chaos__fail", "message": "card declined", "_outputPath": "†state.receipt || †state.error"},
+        {"_tool": "chaos__echo", "receipt": "†state.receipt"}
+    ]);
+    let first = proxy
+        .client
+        .call_tool(call("execute_plan", json!({ "plan": optimistic })))
+        .await?;
+    assert_eq!(first.is_error, Some(false), "{}", text(&first));
+    let replanned = json!({"calls": [{"_tool": "chaos__echo", "message": "†state.error"}],
+                           "output": {"status": "Failed"}});
+    let second = proxy
+        .client
+        .call_tool(call("execute_plan", replanned))
+        .await?;
+    assert_eq!(second.is_error, Some(false), "{}", text(&second));
+    assert!(text(&second).contains("card declined"), "{}", text(&second));
+    let unknown = json!({"calls": [{"_tool": "chaos__echo", "message": "†state.nobody"}]});
+    let refused = proxy
+        .client
+        .call_tool(call("execute_plan", unknown))
+        .await?;
+    assert!(
+        text(&refused).contains("no earlier step writes state slot \"nobody\""),
+        "{}",
+        text(&refused)
+    );
+    Ok(())
+}

@@ -84,7 +84,7 @@ pub async fn replay(
 /// way, direct calls included); anything short of full success is an error.
 async fn run_plan(scenario: &Scenario, runner: &PlanRunner) -> anyhow::Result<Arc<RunRecord>> {
     let cancel = CancellationToken::new();
-    let checked = match runner.check(scenario.plan.clone(), &cancel).await {
+    let checked = match runner.check(scenario.plan.clone(), None, &cancel).await {
         Ok(checked) => checked,
         Err(Unchecked::Invalid(issues)) => bail!("invalid plan:\n{}", render_issues(&issues)),
         Err(Unchecked::Unfinished(why) | Unchecked::Unshowable(why)) => bail!("{why}"),

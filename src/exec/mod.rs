@@ -2,6 +2,7 @@
 //! starting each step the moment what it waits for has finished, and records everything in
 //! a [`RunRecord`]. Usable as a library without the MCP server.
 
+mod board;
 mod foreach;
 mod record;
 mod runs;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use board::Boards;
 pub use record::{
     ItemRecord, RunRecord, RunStatus, Selection, StepRecord, StepStatus, is_error, result_schema,
 };

@@ -65,16 +65,45 @@ pub fn prepare(
     tools: &[ToolSpec],
     limits: &Limits,
 ) -> Result<ValidatedPlan, Vec<PlanIssue>> {
-    check(value, tools, limits).map_err(issue::cap_issues)
+    prepare_on(value, tools, limits, &serde_json::Map::new())
 }
+
+/// [`prepare`] for a plan that starts from `board`: the state slots earlier runs of the
+/// same session wrote (seed 004's whiteboard), readable as `†state.SLOT` where no earlier
+/// call of the plan writes the slot. They travel in the plan's inputs, under
+/// [`BOARD_INPUT`], beside any the plan sets there itself (the plan's win).
+pub fn prepare_on(
+    value: &Value,
+    tools: &[ToolSpec],
+    limits: &Limits,
+    board: &serde_json::Map<String, Value>,
+) -> Result<ValidatedPlan, Vec<PlanIssue>> {
+    check(value, tools, limits, board).map_err(issue::cap_issues)
+}
+
+/// The input that holds the slots a plan starts from.
+pub const BOARD_INPUT: &str = "†state";
 
 fn check(
     value: &Value,
     tools: &[ToolSpec],
     limits: &Limits,
+    board: &serde_json::Map<String, Value>,
 ) -> Result<ValidatedPlan, Vec<PlanIssue>> {
     names::reset_hint_budget();
-    let (plan, mut issues) = dialects::parse_lenient(value);
+    let (mut plan, mut issues) = dialects::parse_lenient(value);
+    if !board.is_empty()
+        && let Value::Object(inputs) = &mut plan.inputs
+    {
+        let entry = inputs
+            .entry(BOARD_INPUT)
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Value::Object(slots) = entry {
+            for (slot, value) in board {
+                slots.entry(slot.clone()).or_insert_with(|| value.clone());
+            }
+        }
+    }
     let fatal = issues
         .iter()
         .any(|i| matches!(i.location.as_str(), "plan" | "steps" | "calls"));

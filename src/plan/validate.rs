@@ -11,7 +11,7 @@ use super::issue::{IssueKind, PlanIssue, sort_issues};
 use super::model::{Plan, Step, StepId, Strategy};
 use super::names::closest;
 use super::names::fold_name;
-use super::refs::{self, RawRef, RawRoot};
+use super::refs::{self, PathSeg, RawRef, RawRoot};
 use super::schema::check_args;
 use super::template::{Ref, RefSource, Template};
 use super::tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool, resource_spec};
@@ -437,6 +437,17 @@ impl<'p> Validator<'p> {
                     } else {
                         RefSource::Output(id)
                     }
+                }
+                // Written by an earlier run of the session: read from the plan's inputs.
+                None if self.plan.inputs[super::BOARD_INPUT].get(slot).is_some() => {
+                    let mut from_board = raw.clone();
+                    let mut path = vec![
+                        PathSeg::Key(super::BOARD_INPUT.to_owned()),
+                        PathSeg::Key(slot.clone()),
+                    ];
+                    path.append(&mut from_board.path);
+                    from_board.path = path;
+                    return Some(Ref::bind(&from_board, RefSource::Input));
                 }
                 None => {
                     let closest = closest(slot, slots.keys().map(String::as_str));

@@ -37,7 +37,8 @@ impl Upstream {
     ) -> CallToolResponse {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let cancel = self.shutdown.child_token();
-        let checked = match self.runner.check(arguments.clone(), &cancel).await {
+        let owner = Caller::of(context, &self.session).owner();
+        let checked = match self.runner.check(arguments.clone(), owner, &cancel).await {
             Ok(checked) => checked,
             Err(why) => return unchecked(why),
         };
@@ -135,7 +136,8 @@ impl Upstream {
             Err(refused) => return tool_error(format!("{refused}; nothing ran")).into(),
         };
         let cancel = self.shutdown.child_token();
-        let checked = match self.runner.check(plan, &cancel).await {
+        let owner = Caller::of(context, &self.session).owner();
+        let checked = match self.runner.check(plan, owner, &cancel).await {
             Ok(checked) => checked,
             Err(why) => return unchecked(why),
         };
