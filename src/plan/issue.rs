@@ -347,6 +347,10 @@ pub enum IssueKind {
         /// The exported tool name.
         tool: String,
     },
+    /// Seed 002's `conditionPrompt` on a plan whose steps have no `when` (a warning: the
+    /// prompt is kept in the record, and every step runs).
+    #[error("conditionPrompt is kept, not acted on: no step has a \"when\", so every step runs")]
+    PromptNotActedOn,
 }
 
 fn closest_suffix(closest: &[String]) -> String {
@@ -456,6 +460,9 @@ impl IssueKind {
             IssueKind::NoAlternative { .. } => "check the tool's inputSchema".into(),
             IssueKind::RetriesIgnored { .. } => {
                 "set \"retry_unsafe\": true if repeating the call is harmless".into()
+            }
+            IssueKind::PromptNotActedOn => {
+                "give the step that should depend on it a \"when\", e.g. {\"$ref\": \"cpu.value\", \"gt\": 80}".into()
             }
             IssueKind::BadCondition { .. } => {
                 "write \"when\": \"$ref:STEP.PATH\" (truthy), {\"$ref\": \"STEP.PATH\", \"gt\": 80} with eq ne gt gte lt lte in contains matches exists, or {\"all\"|\"any\": [...]}, {\"not\": ...}".into()

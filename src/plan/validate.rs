@@ -88,6 +88,14 @@ pub fn validate(
     }
     let (selections, outputs) = v.asked();
     v.cycles(&edges);
+    if plan.prompts.iter().any(|(key, _)| key == "conditionPrompt")
+        && plan.steps.iter().all(|s| s.when.is_none())
+    {
+        v.warnings.push(PlanIssue::new(
+            "conditionPrompt",
+            IssueKind::PromptNotActedOn,
+        ));
+    }
     if !v.issues.is_empty() {
         sort_issues(&mut v.issues);
         return Err(v.issues);

@@ -520,3 +520,38 @@ fn seed_plans_with_comments_read_as_without() {
         "{broken:?}"
     );
 }
+
+/// A `conditionPrompt` that no step's `when` carries out is kept, and the model is told
+/// every step runs; with a `when`, nothing to say.
+#[test]
+fn a_condition_prompt_without_when_is_flagged() {
+    let plan = |when: Option<Value>| {
+        let mut step = json!({"id": "save", "serverId": "files", "toolName": "write_file",
+                              "parameters": {"path": "a.txt", "content": "x"}});
+        if let Some(when) = when {
+            step["when"] = when;
+        }
+        let seed = json!({"planType": "CONDITIONAL",
+                          "conditionPrompt": "Only write the alert if CPU is above 80%",
+                          "steps": [{"id": "cpu", "serverId": "seed", "toolName": "query_metric"}, step]});
+        prepare(&seed, &seed_catalog(), &Limits::default())
+            .map(|p| {
+                p.warnings()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .map_err(|i| render_issues(&i))
+    };
+    let flagged = plan(None);
+    assert!(
+        flagged.as_ref().is_ok_and(|w| w
+            .iter()
+            .any(|w| w.contains("conditionPrompt is kept, not acted on"))),
+        "{flagged:?}"
+    );
+    assert_eq!(
+        plan(Some(json!({"$ref": "cpu.value", "gt": 80}))),
+        Ok(vec![])
+    );
+}
