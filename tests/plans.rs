@@ -546,5 +546,67 @@ async fn the_next_plan_reads_the_slots_the_last_one_wrote() -> R {
         "{}",
         text(&refused)
     );
+    // The payment goes through on a later try: the stale error leaves the board.
+    let succeeded = json!([
+        {"_tool": "chaos__echo", "message": "paid", "_outputPath": "†state.receipt || †state.error"}
+    ]);
+    proxy
+        .client
+        .call_tool(call("execute_plan", json!({ "plan": succeeded })))
+        .await?;
+    let stale = json!({"calls": [{"_tool": "chaos__echo", "message": "†state.error"}]});
+    let refused = proxy.client.call_tool(call("execute_plan", stale)).await?;
+    assert!(
+        text(&refused).contains("no earlier step writes state slot \"error\""),
+        "{}",
+        text(&refused)
+    );
+    Ok(())
+}
+
+/// A plan that reads the board and needs approval shows what it reads; when the board
+/// changes before `approve_plan`, nothing runs.
+#[tokio::test]
+async fn approval_covers_what_a_plan_reads_from_the_board() -> R {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let proxy = start(&std::fs::read_to_string(root.join("servers.toml"))?).await?;
+    let fail = |message: &str| {
+        json!({"plan": [{"_tool": "chaos__fail", "message": message,
+                         "_outputPath": "†state.receipt || †state.error"}]})
+    };
+    proxy
+        .client
+        .call_tool(call("execute_plan", fail("first")))
+        .await?;
+    let save = json!({"plan": [{"_tool": "files__write_file", "path": "error.txt", "content": "†state.error"}]});
+    let asked = proxy.client.call_tool(call("execute_plan", save)).await?;
+    let structured = asked.structured_content.clone().unwrap_or_default();
+    assert_eq!(structured["status"], "needs_approval", "{structured:#}");
+    let approval = structured["approval"].clone();
+    assert!(
+        approval["inputs"]["†state"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("first")),
+        "{approval:#}"
+    );
+    assert_eq!(
+        approval["inputs"]["†state"].as_object().map(|o| o.len()),
+        Some(1),
+        "only what the plan reads: {approval:#}"
+    );
+    proxy
+        .client
+        .call_tool(call("execute_plan", fail("second")))
+        .await?;
+    let refused = proxy
+        .client
+        .call_tool(call(
+            "approve_plan",
+            json!({"token": approval["token"], "steps": approval["steps"], "inputs": approval["inputs"]}),
+        ))
+        .await?;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert!(text(&refused).contains("changed"), "{}", text(&refused));
+    assert!(!proxy.dir.path().join("sandbox/error.txt").exists());
     Ok(())
 }

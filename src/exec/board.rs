@@ -1,9 +1,11 @@
 //! Seed 004's whiteboard across plans: the state slots a session's runs wrote, so that
 //! its next plan (a replanned one, say) may read `†state.error` that no call of its own
 //! writes. Each session has its own board; a run with no session (a stateless HTTP
-//! request's) writes none. Bounded: a slot's value over [`MAX_SLOT_BYTES`] of JSON is
-//! not kept, a board holds [`MAX_SLOTS`] slots (the oldest written go first), and
-//! [`MAX_BOARDS`] sessions have one (the least recently written go first).
+//! request's) writes none. A step with `ok || error` slots leaves the slot of the outcome
+//! it did not have empty, so a stale `error` never outlives a success. Bounded: values
+//! are kept as JSON text, one over [`MAX_SLOT_BYTES`] is not kept (nor a slot name over
+//! [`MAX_SLOT_NAME`]), a board holds [`MAX_SLOTS`] slots (the oldest written go first),
+//! and [`MAX_BOARDS`] sessions have one (the least recently written go first).
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
@@ -15,13 +17,18 @@ use crate::plan::ValidatedPlan;
 
 /// The largest slot value kept, as JSON: a board is read into later plans' inputs.
 pub const MAX_SLOT_BYTES: usize = 16 * 1024;
+/// The longest slot name kept.
+pub const MAX_SLOT_NAME: usize = 128;
 /// Slots per board.
 pub const MAX_SLOTS: usize = 64;
 /// Sessions with a board.
 pub const MAX_BOARDS: usize = 64;
 
-/// One session's slots, oldest written first.
-type Board = Vec<(String, Value)>;
+/// One session's slots and their values as JSON text, oldest written first.
+type Board = Vec<(String, String)>;
+
+/// What a run did to a slot: wrote this value, or emptied it.
+type Written = Vec<(String, Option<Value>)>;
 
 /// Every session's board, most recently written last.
 #[derive(Default)]
@@ -39,7 +46,14 @@ impl Boards {
         boards
             .iter()
             .find(|(o, _)| *o == owner)
-            .map(|(_, board)| board.iter().cloned().collect())
+            .map(|(_, board)| {
+                board
+                    .iter()
+                    .filter_map(|(slot, json)| {
+                        Some((slot.clone(), serde_json::from_str(json).ok()?))
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -48,8 +62,9 @@ impl Boards {
         self.keep(owner, written(plan, record));
     }
 
-    /// Writes `written` (slot, value), in order, on `owner`'s board.
-    fn keep(&self, owner: Option<u64>, written: Board) {
+    /// Applies `written` (a slot and its value, or `None` to empty it), in order, to
+    /// `owner`'s board.
+    fn keep(&self, owner: Option<u64>, written: Written) {
         let Some(owner) = owner else {
             return;
         };
@@ -62,38 +77,47 @@ impl Boards {
             None => Vec::new(),
         };
         for (slot, value) in written {
-            // Written again, it is the newest (or gone, when too large to keep).
+            // Written again, it is the newest (or gone: emptied, or too large to keep).
             board.retain(|(kept, _)| *kept != slot);
-            if serde_json::to_vec(&value).map_or(usize::MAX, |json| json.len()) <= MAX_SLOT_BYTES {
-                board.push((slot, value));
+            let json = value.and_then(|v| serde_json::to_string(&v).ok());
+            if let Some(json) = json
+                && json.len() <= MAX_SLOT_BYTES
+                && slot.chars().count() <= MAX_SLOT_NAME
+            {
+                board.push((slot, json));
             }
         }
         let over = board.len().saturating_sub(MAX_SLOTS);
         board.drain(..over);
-        boards.push_back((owner, board));
+        if !board.is_empty() {
+            boards.push_back((owner, board));
+        }
         while boards.len() > MAX_BOARDS {
             boards.pop_front();
         }
     }
 }
 
-/// The slots a run wrote, in plan order: a succeeded step's output to its slot, a
-/// failed step's error to its error slot.
-fn written(plan: &ValidatedPlan, record: &RunRecord) -> Board {
+/// What a run did to the slots, in plan order: a succeeded step's output to its slot
+/// (its error slot emptied), a failed step's error to its error slot (its success slot
+/// emptied).
+fn written(plan: &ValidatedPlan, record: &RunRecord) -> Written {
     let mut written = Vec::new();
     for (step, ran) in plan.steps().iter().zip(&record.steps) {
         let Some(slots) = &step.output_slots else {
             continue;
         };
         match (ran.status, &slots.error) {
-            (StepStatus::Succeeded, _) => {
-                if let Some(output) = &ran.output {
-                    written.push((slots.success.clone(), output.clone()));
+            (StepStatus::Succeeded, error) => {
+                written.push((slots.success.clone(), ran.output.clone()));
+                if let Some(error) = error {
+                    written.push((error.clone(), None));
                 }
             }
             (status, Some(error)) if status.is_failure() => {
                 let text = ran.error.clone().unwrap_or_default();
-                written.push((error.clone(), Value::String(text)));
+                written.push((error.clone(), Some(Value::String(text))));
+                written.push((slots.success.clone(), None));
             }
             _ => {}
         }
@@ -114,35 +138,27 @@ mod tests {
     #[test]
     fn boards_are_per_session_and_bounded() {
         let boards = Boards::default();
-        boards.keep(
-            Some(1),
-            vec![("a".into(), json!(1)), ("b".into(), json!(2))],
-        );
-        boards.keep(None, vec![("x".into(), json!(0))]);
-        boards.keep(Some(2), vec![("a".into(), json!("other"))]);
-        assert_eq!(
-            boards.get(Some(1)),
-            json!({"a": 1, "b": 2})
-                .as_object()
-                .cloned()
-                .unwrap_or_default()
-        );
+        let write = |owner, pairs: &[(&str, Option<Value>)]| {
+            let pairs = pairs.iter().map(|(s, v)| ((*s).to_owned(), v.clone()));
+            boards.keep(owner, pairs.collect());
+        };
+        write(Some(1), &[("a", Some(json!(1))), ("b", Some(json!(2)))]);
+        write(None, &[("x", Some(json!(0)))]);
+        write(Some(2), &[("a", Some(json!("other")))]);
+        assert_eq!(Value::Object(boards.get(Some(1))), json!({"a": 1, "b": 2}));
         assert_eq!(boards.get(Some(2))["a"], "other");
         assert!(
             boards.get(None).is_empty(),
             "a run without a session writes nothing"
         );
-        // Written again: the newest value, last; too large: gone.
-        boards.keep(
-            Some(1),
-            vec![
-                ("a".into(), json!(3)),
-                ("b".into(), json!("x".repeat(MAX_SLOT_BYTES))),
-            ],
-        );
+        // Written again: the newest value, last; too large, or emptied: gone.
+        let big = json!("x".repeat(MAX_SLOT_BYTES));
+        write(Some(1), &[("a", Some(json!(3))), ("b", Some(big))]);
         assert_eq!(slots(&boards.get(Some(1))), ["a"]);
-        let many: Vec<(String, Value)> = (0..MAX_SLOTS + 5)
-            .map(|i| (format!("s{i}"), json!(i)))
+        write(Some(1), &[("a", None)]);
+        assert!(boards.get(Some(1)).is_empty());
+        let many: Written = (0..MAX_SLOTS + 5)
+            .map(|i| (format!("s{i}"), Some(json!(i))))
             .collect();
         boards.keep(Some(1), many);
         let board = boards.get(Some(1));
@@ -152,7 +168,7 @@ mod tests {
             "the oldest go first"
         );
         for owner in 10..10 + MAX_BOARDS as u64 {
-            boards.keep(Some(owner), vec![("k".into(), json!(owner))]);
+            write(Some(owner), &[("k", Some(json!(owner)))]);
         }
         assert!(
             boards.get(Some(2)).is_empty(),

@@ -349,7 +349,7 @@ pub enum IssueKind {
     },
     /// Seed 002's `conditionPrompt` on a plan whose steps have no `when` (a warning: the
     /// prompt is kept in the record, and every step runs).
-    #[error("conditionPrompt is kept, not acted on: no step has a \"when\", so every step runs")]
+    #[error("conditionPrompt is kept, not acted on: no step has a \"when\"")]
     PromptNotActedOn,
 }
 

@@ -92,15 +92,22 @@ fn check(
 ) -> Result<ValidatedPlan, Vec<PlanIssue>> {
     names::reset_hint_budget();
     let (mut plan, mut issues) = dialects::parse_lenient(value);
-    if !board.is_empty()
+    // Only what the plan reads from before: the rest of the board stays out of its
+    // inputs (and out of what an approval shows).
+    let from_board: serde_json::Map<String, Value> = plan
+        .slots_from_before()
+        .into_iter()
+        .filter_map(|slot| Some((slot.clone(), board.get(&slot)?.clone())))
+        .collect();
+    if !from_board.is_empty()
         && let Value::Object(inputs) = &mut plan.inputs
     {
         let entry = inputs
             .entry(BOARD_INPUT)
             .or_insert_with(|| Value::Object(serde_json::Map::new()));
         if let Value::Object(slots) = entry {
-            for (slot, value) in board {
-                slots.entry(slot.clone()).or_insert_with(|| value.clone());
+            for (slot, value) in from_board {
+                slots.entry(slot).or_insert(value);
             }
         }
     }

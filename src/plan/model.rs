@@ -191,13 +191,39 @@ impl Plan {
     /// The names of the inputs the plan reads (`input.NAME…`, `†input.NAME…`), in the
     /// order first read: what a pipeline's derived input schema lists.
     pub fn inputs_read(&self) -> Vec<String> {
+        self.read(&|r: &RawRef| match (&r.root, r.path.first()) {
+            (super::refs::RawRoot::Input, Some(super::refs::PathSeg::Key(name))) => {
+                Some(name.clone())
+            }
+            _ => None,
+        })
+    }
+
+    /// The state slots the plan reads (`†state.SLOT`) that none of its own calls write:
+    /// what it may take from an earlier run's board.
+    pub fn slots_from_before(&self) -> Vec<String> {
+        let written: Vec<&str> = self
+            .steps
+            .iter()
+            .filter_map(|s| s.output_slots.as_ref())
+            .flat_map(|o| std::iter::once(o.success.as_str()).chain(o.error.as_deref()))
+            .collect();
+        self.read(&|r: &RawRef| match &r.root {
+            super::refs::RawRoot::State(slot) if !written.contains(&slot.as_str()) => {
+                Some(slot.clone())
+            }
+            _ => None,
+        })
+    }
+
+    /// What `pick` makes of the references the plan reads, each once, in plan order.
+    fn read(&self, pick: &dyn Fn(&RawRef) -> Option<String>) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
         let mut note = |r: &RawRef| {
-            if let (super::refs::RawRoot::Input, Some(super::refs::PathSeg::Key(name))) =
-                (&r.root, r.path.first())
-                && !names.contains(name)
+            if let Some(name) = pick(r)
+                && !names.contains(&name)
             {
-                names.push(name.clone());
+                names.push(name);
             }
         };
         for step in &self.steps {

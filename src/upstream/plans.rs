@@ -146,10 +146,10 @@ impl Upstream {
         if checked
             .approval
             .as_ref()
-            .is_some_and(|now| now.steps != asked.steps)
+            .is_some_and(|now| now.steps != asked.steps || now.inputs != asked.inputs)
         {
             return tool_error(
-                "the tools this plan calls changed since approval was asked for; nothing ran. \
+                "the tools this plan calls, or what it reads from before, changed since approval was asked for; nothing ran. \
                  Send the plan to execute_plan again"
                     .into(),
             )
@@ -176,9 +176,9 @@ impl Upstream {
                 .tokens
                 .redeem_digest(&state, &asked.digest)
                 .map_err(|refused| tool_error(format!("{refused}; nothing ran")))?;
-            if approved.steps != asked.steps {
+            if approved.steps != asked.steps || approved.inputs != asked.inputs {
                 return Err(tool_error(
-                    "the tools this plan calls changed while the user was asked; nothing ran"
+                    "the tools this plan calls, or what it reads from before, changed while the user was asked; nothing ran"
                         .into(),
                 )
                 .into());
