@@ -99,21 +99,14 @@ fn main() -> anyhow::Result<()> {
             .take(20)
             .map(|e| e.exported.as_str())
             .collect();
-        let deep = |n: usize| {
-            found
-                .iter()
-                .take(n)
-                .any(|f| query.tools.iter().any(|t| t == f))
-        };
-        top10 += usize::from(deep(10));
-        top20 += usize::from(deep(20));
-        let found: Vec<&str> = found.into_iter().take(5).collect();
         let hit = |n: usize| {
             found
                 .iter()
                 .take(n)
                 .any(|f| query.tools.iter().any(|t| t == f))
         };
+        top10 += usize::from(hit(10));
+        top20 += usize::from(hit(20));
         top1 += usize::from(hit(1));
         top5 += usize::from(hit(5));
         if i % 3 == 0 {
@@ -122,7 +115,9 @@ fn main() -> anyhow::Result<()> {
         } else if !hit(5) {
             missed.push(format!(
                 "{:?} → {:?} (wanted {:?})",
-                query.query, found, query.tools
+                query.query,
+                &found[..found.len().min(5)],
+                query.tools
             ));
         }
     }

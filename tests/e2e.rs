@@ -222,15 +222,7 @@ async fn a_killed_downstream_fails_in_flight_calls_then_recovers() -> R {
     assert!(new_pid > 0 && new_pid != pid);
     // A reconnected server may list other tools: the host is told to list them again,
     // though these are the same.
-    let notified = eventually(Duration::from_secs(5), || {
-        proxy
-            .recorder
-            .seen
-            .lock()
-            .map(|s| s.list_changed > 0)
-            .unwrap_or(false)
-    })
-    .await;
+    let notified = heard_list_changed(&proxy).await;
     assert!(
         notified,
         "no notifications/tools/list_changed after the reconnect"
@@ -253,15 +245,7 @@ async fn list_changed_refreshes_the_catalog_and_notifies_the_host() -> R {
         .client
         .call_tool(call("chaos__toggle_extra", json!({})))
         .await?;
-    let notified = eventually(Duration::from_secs(5), || {
-        proxy
-            .recorder
-            .seen
-            .lock()
-            .map(|s| s.list_changed > 0)
-            .unwrap_or(false)
-    })
-    .await;
+    let notified = heard_list_changed(&proxy).await;
     assert!(notified, "no notifications/tools/list_changed");
     assert!(
         proxy
@@ -900,15 +884,7 @@ async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::R
         "the added server's tools were not listed"
     );
     // The list may be read before the notice sent after it arrives.
-    let notified = eventually(std::time::Duration::from_secs(5), || {
-        proxy
-            .recorder
-            .seen
-            .lock()
-            .map(|s| s.list_changed > 0)
-            .unwrap_or(false)
-    })
-    .await;
+    let notified = heard_list_changed(&proxy).await;
     assert!(notified, "no list_changed");
     assert_eq!(
         pid(&proxy).await?,
@@ -952,15 +928,7 @@ async fn a_reloaded_policy_is_in_force_at_once() -> anyhow::Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(gone, "the denied tool is still listed");
-    let told = eventually(std::time::Duration::from_secs(5), || {
-        proxy
-            .recorder
-            .seen
-            .lock()
-            .map(|s| s.list_changed > 0)
-            .unwrap_or(false)
-    })
-    .await;
+    let told = heard_list_changed(&proxy).await;
     assert!(told, "no list_changed");
     let refused = proxy.client.call_tool(echo()).await;
     let message = format!("{refused:?}");
@@ -1042,4 +1010,17 @@ fn a_terminated_planmux_answers_the_calls_in_flight() -> R {
     answered.sort_by_key(|id| id.as_i64());
     assert_eq!(answered, [json!(7), json!(8)]);
     Ok(())
+}
+
+/// Whether the host hears `notifications/tools/list_changed` within 5 s.
+async fn heard_list_changed(proxy: &common::Proxy) -> bool {
+    eventually(Duration::from_secs(5), || {
+        proxy
+            .recorder
+            .seen
+            .lock()
+            .map(|s| s.list_changed > 0)
+            .unwrap_or(false)
+    })
+    .await
 }
