@@ -157,6 +157,7 @@ impl PlanRunner {
     /// Validation runs on a blocking thread, within the plan time limit: a heavy plan (or
     /// a hostile tool schema) never holds up other calls, the plan's own cancellation or
     /// a signal, which all live on the I/O thread.
+    ///
     /// The plan starts from the state slots `owner`'s earlier runs wrote (seed 004's
     /// whiteboard; none without a session).
     pub async fn check(
