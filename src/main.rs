@@ -343,10 +343,8 @@ async fn tools(config: Config) -> Result<i32> {
     let runner = PlanRunner::new(downstreams.clone(), &config);
     let policy = downstreams.policy();
     let pipelines: Vec<(String, String, String)> = runner
-        .pipelines()
+        .listed_pipelines()
         .into_iter()
-        .filter_map(|state| state.ready.ok())
-        .filter(|ready| !policy.denies(&ready.spec.exported))
         .map(|ready| {
             let description = ready.tool.description.as_deref().unwrap_or("").to_owned();
             (

@@ -221,33 +221,17 @@ fn derived_schema(pipeline: &PipelineConfig) -> Value {
 /// text) is opened, its other fields filling in what the inner plan lacks. `None` when
 /// it is no plan.
 fn opened(plan: &Value) -> Option<Map<String, Value>> {
-    let mut plan = plan.clone();
+    let mut plan = match plan {
+        Value::Array(steps) => return Some(Map::from_iter([("steps".into(), json!(steps))])),
+        Value::Object(plan) => plan.clone(),
+        _ => return None,
+    };
     // As deep as the plan checks open wrappers.
-    for _ in 0..=crate::plan::MAX_UNWRAP {
-        let mut outer = match plan {
-            Value::Object(outer) => outer,
-            Value::Array(steps) => {
-                return Some(Map::from_iter([("steps".into(), Value::Array(steps))]));
-            }
-            _ => return None,
-        };
-        let Some(inner) = outer.remove("plan") else {
-            return Some(outer);
-        };
-        let mut inner = match inner {
-            Value::String(text) => crate::plan::parse_json_text(&text).ok()?,
-            inner => inner,
-        };
-        if let Value::Array(steps) = inner {
-            inner = json!({ "steps": steps });
+    for depth in 0..=crate::plan::MAX_UNWRAP {
+        if !plan.contains_key("plan") {
+            return Some(plan);
         }
-        let Value::Object(mut fields) = inner else {
-            return None;
-        };
-        for (key, value) in outer {
-            fields.entry(key).or_insert(value);
-        }
-        plan = Value::Object(fields);
+        plan = crate::plan::open_wrapper(&plan, depth).ok()?;
     }
     None
 }

@@ -137,6 +137,17 @@ impl PlanRunner {
             .check(catalog.tool_specs(), &self.nesting.limits)
     }
 
+    /// The pipelines a host is offered: those that can run now, less those `[policy]
+    /// deny` names.
+    pub fn listed_pipelines(&self) -> Vec<crate::pipelines::Ready> {
+        let policy = self.downstreams.policy();
+        self.pipelines()
+            .into_iter()
+            .filter_map(|state| state.ready.ok())
+            .filter(|ready| !policy.denies(&ready.spec.exported))
+            .collect()
+    }
+
     /// The pipeline called `name`, as configured.
     pub fn pipeline(&self, name: &str) -> Option<&PipelineConfig> {
         self.nesting.pipelines.get(name)
@@ -174,7 +185,8 @@ impl PlanRunner {
         let board = self.boards.get(owner);
         let checking = tokio::task::spawn_blocking(move || {
             let specs = nesting.specs(catalog.tool_specs());
-            let plan = prepare_on(&arguments, &specs, &nesting.limits, &board)
+            let from_board = |name: &str| crate::exec::slot(&board, name);
+            let plan = prepare_on(&arguments, &specs, &nesting.limits, &from_board)
                 .map_err(Unchecked::Invalid)?;
             let approval =
                 Request::for_plan(&plan, &arguments, confirm).map_err(Unchecked::Unshowable)?;

@@ -120,12 +120,9 @@ impl Upstream {
 
     /// The tools of the pipelines that can run now, less those `[policy] deny` names.
     fn pipeline_tools(&self) -> Vec<Tool> {
-        let policy = self.downstreams.policy();
         self.runner
-            .pipelines()
+            .listed_pipelines()
             .into_iter()
-            .filter_map(|state| state.ready.ok())
-            .filter(|ready| !policy.denies(&ready.spec.exported))
             .map(|ready| ready.tool)
             .collect()
     }

@@ -8,9 +8,9 @@
 //! and [`MAX_BOARDS`] sessions have one (the least recently written go first).
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{RunRecord, StepStatus};
 use crate::plan::ValidatedPlan;
@@ -25,7 +25,7 @@ pub const MAX_SLOTS: usize = 64;
 pub const MAX_BOARDS: usize = 64;
 
 /// One session's slots and their values as JSON text, oldest written first.
-type Board = Vec<(String, String)>;
+pub type Board = Vec<(String, String)>;
 
 /// What a run did to a slot: wrote this value, or emptied it.
 type Written = Vec<(String, Option<Value>)>;
@@ -33,27 +33,27 @@ type Written = Vec<(String, Option<Value>)>;
 /// Every session's board, most recently written last.
 #[derive(Default)]
 pub struct Boards {
-    boards: Mutex<VecDeque<(u64, Board)>>,
+    boards: Mutex<VecDeque<(u64, Arc<Board>)>>,
+}
+
+/// A slot's value on `board`, if it has the slot.
+pub fn slot(board: &Board, name: &str) -> Option<Value> {
+    let (_, json) = board.iter().find(|(slot, _)| slot == name)?;
+    serde_json::from_str(json).ok()
 }
 
 impl Boards {
-    /// What `owner`'s earlier runs wrote (empty for none, or no session).
-    pub fn get(&self, owner: Option<u64>) -> Map<String, Value> {
+    /// What `owner`'s earlier runs wrote (empty for none, or no session), shared: a
+    /// plan reads the few slots it names with [`slot`].
+    pub fn get(&self, owner: Option<u64>) -> Arc<Board> {
         let Some(owner) = owner else {
-            return Map::new();
+            return Arc::default();
         };
         let boards = self.boards.lock().unwrap_or_else(PoisonError::into_inner);
         boards
             .iter()
             .find(|(o, _)| *o == owner)
-            .map(|(_, board)| {
-                board
-                    .iter()
-                    .filter_map(|(slot, json)| {
-                        Some((slot.clone(), serde_json::from_str(json).ok()?))
-                    })
-                    .collect()
-            })
+            .map(|(_, board)| board.clone())
             .unwrap_or_default()
     }
 
@@ -72,8 +72,11 @@ impl Boards {
             return;
         }
         let mut boards = self.boards.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut board = match boards.iter().position(|(o, _)| *o == owner) {
-            Some(at) => boards.remove(at).map(|(_, b)| b).unwrap_or_default(),
+        let mut board: Board = match boards.iter().position(|(o, _)| *o == owner) {
+            Some(at) => boards
+                .remove(at)
+                .map(|(_, b)| Arc::unwrap_or_clone(b))
+                .unwrap_or_default(),
             None => Vec::new(),
         };
         for (slot, value) in written {
@@ -90,7 +93,7 @@ impl Boards {
         let over = board.len().saturating_sub(MAX_SLOTS);
         board.drain(..over);
         if !board.is_empty() {
-            boards.push_back((owner, board));
+            boards.push_back((owner, Arc::new(board)));
         }
         while boards.len() > MAX_BOARDS {
             boards.pop_front();
@@ -131,8 +134,8 @@ mod tests {
 
     use super::*;
 
-    fn slots(board: &Map<String, Value>) -> Vec<&str> {
-        board.keys().map(String::as_str).collect()
+    fn slots(board: &Board) -> Vec<&str> {
+        board.iter().map(|(slot, _)| slot.as_str()).collect()
     }
 
     #[test]
@@ -145,8 +148,13 @@ mod tests {
         write(Some(1), &[("a", Some(json!(1))), ("b", Some(json!(2)))]);
         write(None, &[("x", Some(json!(0)))]);
         write(Some(2), &[("a", Some(json!("other")))]);
-        assert_eq!(Value::Object(boards.get(Some(1))), json!({"a": 1, "b": 2}));
-        assert_eq!(boards.get(Some(2))["a"], "other");
+        let first = boards.get(Some(1));
+        assert_eq!(slots(&first), ["a", "b"]);
+        assert_eq!(
+            (slot(&first, "a"), slot(&first, "b")),
+            (Some(json!(1)), Some(json!(2)))
+        );
+        assert_eq!(slot(&boards.get(Some(2)), "a"), Some(json!("other")));
         assert!(
             boards.get(None).is_empty(),
             "a run without a session writes nothing"
@@ -164,7 +172,7 @@ mod tests {
         let board = boards.get(Some(1));
         assert_eq!(board.len(), MAX_SLOTS);
         assert!(
-            board.get("s4").is_none() && board.get("s5").is_some(),
+            slot(&board, "s4").is_none() && slot(&board, "s5").is_some(),
             "the oldest go first"
         );
         for owner in 10..10 + MAX_BOARDS as u64 {

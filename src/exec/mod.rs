@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use board::Boards;
+pub use board::{Board, Boards, slot};
 pub use record::{
     ItemRecord, RunRecord, RunStatus, Selection, StepRecord, StepStatus, is_error, result_schema,
 };

@@ -57,7 +57,7 @@ pub(super) struct Parser {
 }
 
 /// Reads a JSON string as JSON, reporting where it breaks.
-pub fn parse_json_text(text: &str) -> Result<Value, IssueKind> {
+pub(super) fn parse_json_text(text: &str) -> Result<Value, IssueKind> {
     serde_json::from_str(text).or_else(|e| {
         // Plans written as in the seeds' articles may carry `//` notes (`"content":
         // "${weather.result}"  // Magic happens here`): without them, the plan may be
@@ -116,6 +116,39 @@ fn without_comments(text: &str) -> Option<String> {
         }
     }
     found.then_some(out)
+}
+
+/// Why a `{"plan": …}` wrapper could not be opened.
+pub enum Unopened {
+    /// Its plan is JSON text that does not parse.
+    Text(IssueKind),
+    /// Its plan is neither an object, steps nor their text: this.
+    Shape(Value),
+}
+
+/// One `{"plan": …}` wrapper (`outer`, at wrapping `depth`) opened: its plan (an object,
+/// steps, or their JSON text, text nested up to [`MAX_UNWRAP`] deep) as a plan object,
+/// the wrapper's other fields (such as `inputs`) filling in what it lacks.
+pub fn open_wrapper(
+    outer: &Map<String, Value>,
+    depth: usize,
+) -> Result<Map<String, Value>, Unopened> {
+    let mut inner = outer.get("plan").cloned().unwrap_or(Value::Null);
+    for _ in depth..MAX_UNWRAP {
+        let Value::String(text) = &inner else { break };
+        inner = parse_json_text(text).map_err(Unopened::Text)?;
+    }
+    let mut merged = match inner {
+        Value::Object(map) => map,
+        Value::Array(steps) => Map::from_iter([("steps".to_owned(), Value::Array(steps))]),
+        other => return Err(Unopened::Shape(other)),
+    };
+    for (key, item) in outer {
+        if key != "plan" && !merged.contains_key(key) {
+            merged.insert(key.clone(), item.clone());
+        }
+    }
+    Ok(merged)
 }
 
 /// serde_json appends " at line L column C"; the issue says that itself.
@@ -177,35 +210,21 @@ impl Parser {
     /// `{"plan": <string|object|array>, ...}`: the inner plan, with outer fields (such
     /// as `inputs`) filling in what the inner one lacks.
     fn wrapped(&mut self, outer: &Map<String, Value>, depth: usize) -> Plan {
-        let mut inner = outer.get("plan").cloned().unwrap_or(Value::Null);
-        for _ in depth..MAX_UNWRAP {
-            let Value::String(text) = &inner else { break };
-            match parse_json_text(text) {
-                Ok(parsed) => inner = parsed,
-                Err(kind) => {
-                    self.issue("plan", kind);
-                    return Plan::default();
-                }
+        match open_wrapper(outer, depth) {
+            Ok(merged) => self.plan(&Value::Object(merged), depth + 1),
+            Err(Unopened::Text(kind)) => {
+                self.issue("plan", kind);
+                Plan::default()
             }
-        }
-        let mut merged = match inner {
-            Value::Object(map) => map,
-            Value::Array(steps) => Map::from_iter([("steps".to_owned(), Value::Array(steps))]),
-            other => {
+            Err(Unopened::Shape(other)) => {
                 self.shape(
                     "plan",
                     "a plan object with \"steps\" (or its JSON text)",
                     &other,
                 );
-                return Plan::default();
-            }
-        };
-        for (key, item) in outer {
-            if key != "plan" && !merged.contains_key(key) {
-                merged.insert(key.clone(), item.clone());
+                Plan::default()
             }
         }
-        self.plan(&Value::Object(merged), depth + 1)
     }
 
     fn plan_object(&mut self, map: &Map<String, Value>) -> Plan {

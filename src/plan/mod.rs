@@ -30,7 +30,7 @@ mod tests;
 
 pub use condition::{Condition, OPERATORS, Op, truthy};
 pub use describe::{execute_plan_description, execute_plan_input_schema, plan_schema};
-pub use dialects::{MAX_UNWRAP, parse, parse_json_text};
+pub use dialects::{MAX_UNWRAP, Unopened, open_wrapper, parse};
 pub use graph::find_cycles;
 pub use issue::{
     IssueKind, IssueList, MAX_ISSUE_CHARS, MAX_ISSUES, PlanIssue, cap_issues, describe_value,
@@ -65,18 +65,19 @@ pub fn prepare(
     tools: &[ToolSpec],
     limits: &Limits,
 ) -> Result<ValidatedPlan, Vec<PlanIssue>> {
-    prepare_on(value, tools, limits, &serde_json::Map::new())
+    prepare_on(value, tools, limits, &|_| None)
 }
 
-/// [`prepare`] for a plan that starts from `board`: the state slots earlier runs of the
-/// same session wrote (seed 004's whiteboard), readable as `†state.SLOT` where no earlier
-/// call of the plan writes the slot. They travel in the plan's inputs, under
-/// [`BOARD_INPUT`], beside any the plan sets there itself (the plan's win).
+/// [`prepare`] for a plan that starts from `board`, which gives the value of a state slot
+/// earlier runs of the same session wrote (seed 004's whiteboard): readable as
+/// `†state.SLOT` where no call of the plan writes the slot. Only the slots the plan reads
+/// are looked up; they travel in the plan's inputs, under [`BOARD_INPUT`], beside any the
+/// plan sets there itself (the plan's win).
 pub fn prepare_on(
     value: &Value,
     tools: &[ToolSpec],
     limits: &Limits,
-    board: &serde_json::Map<String, Value>,
+    board: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<ValidatedPlan, Vec<PlanIssue>> {
     check(value, tools, limits, board).map_err(issue::cap_issues)
 }
@@ -88,7 +89,7 @@ fn check(
     value: &Value,
     tools: &[ToolSpec],
     limits: &Limits,
-    board: &serde_json::Map<String, Value>,
+    board: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<ValidatedPlan, Vec<PlanIssue>> {
     names::reset_hint_budget();
     let (mut plan, mut issues) = dialects::parse_lenient(value);
@@ -97,7 +98,7 @@ fn check(
     let from_board: serde_json::Map<String, Value> = plan
         .slots_from_before()
         .into_iter()
-        .filter_map(|slot| Some((slot.clone(), board.get(&slot)?.clone())))
+        .filter_map(|slot| Some((slot.clone(), board(&slot)?)))
         .collect();
     if !from_board.is_empty()
         && let Value::Object(inputs) = &mut plan.inputs

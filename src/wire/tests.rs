@@ -2,7 +2,7 @@ use rmcp::model::{ClientRequest, ErrorCode, JsonRpcMessage, NumberOrString};
 use rmcp::transport::Transport;
 use rmcp::{RoleClient, RoleServer};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
 
 use super::{Envelope, Kind, Limits, LineTransport, nesting};
 
@@ -89,14 +89,31 @@ fn call(id: i64, arguments: &str) -> String {
     )
 }
 
+/// planmux serving a host over an in-memory pipe, `lines` already sent by the host: the
+/// transport, and the host's ends (what it is answered, and its input, kept open).
+async fn serving(
+    limits: Limits,
+    lines: &[impl AsRef<str>],
+) -> (
+    LineTransport<RoleServer, ReadHalf<DuplexStream>>,
+    BufReader<ReadHalf<DuplexStream>>,
+    WriteHalf<DuplexStream>,
+) {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(ours);
+    let transport = LineTransport::new(read, write, limits, "the host").serving();
+    let (host_read, mut host_write) = tokio::io::split(theirs);
+    for l in lines {
+        host_write
+            .write_all(format!("{}\n", l.as_ref()).as_bytes())
+            .await
+            .unwrap_or_default();
+    }
+    (transport, BufReader::new(host_read), host_write)
+}
+
 #[tokio::test]
 async fn every_request_with_a_readable_id_gets_an_answer() {
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    let (read, write) = tokio::io::split(ours);
-    let mut transport: LineTransport<RoleServer, _> =
-        LineTransport::new(read, write, small(), "the host").serving();
-    let (host_read, mut host_write) = tokio::io::split(theirs);
-    let mut replies = BufReader::new(host_read);
     let deep = format!("{}1{}", "[".repeat(129), "]".repeat(129));
     let too_deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
     let huge = format!("\"{}\"", "x".repeat(8000));
@@ -111,12 +128,7 @@ async fn every_request_with_a_readable_id_gets_an_answer() {
         call(6, &huge),
         call(7, "1"),
     ];
-    for l in &lines {
-        host_write
-            .write_all(format!("{l}\n").as_bytes())
-            .await
-            .unwrap_or_default();
-    }
+    let (mut transport, mut replies, _input) = serving(small(), &lines).await;
     // The early notification is dropped; initialize and the deep call come through.
     let mut delivered = Vec::new();
     for _ in 0..3 {
@@ -154,12 +166,6 @@ async fn every_request_with_a_readable_id_gets_an_answer() {
 /// under their ids, the last under `null` (JSON-RPC's id for an unreadable one).
 #[tokio::test]
 async fn odd_requests_are_answered_not_dropped() {
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    let (read, write) = tokio::io::split(ours);
-    let mut transport: LineTransport<RoleServer, _> =
-        LineTransport::new(read, write, small(), "the host").serving();
-    let (host_read, mut host_write) = tokio::io::split(theirs);
-    let mut replies = BufReader::new(host_read);
     let lines = [
         INIT,
         r#"{"jsonrpc":"2.0","id":103}"#,
@@ -167,12 +173,7 @@ async fn odd_requests_are_answered_not_dropped() {
         r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
         r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#,
     ];
-    for l in lines {
-        host_write
-            .write_all(format!("{l}\n").as_bytes())
-            .await
-            .unwrap_or_default();
-    }
+    let (mut transport, mut replies, _input) = serving(small(), &lines).await;
     for id in [0, 9] {
         match transport.receive().await {
             Some(JsonRpcMessage::Request(r)) => assert_eq!(r.id, NumberOrString::Number(id)),
@@ -202,20 +203,6 @@ async fn odd_requests_are_answered_not_dropped() {
 /// batch of millions costs no million answers. An escaped string id is an id.
 #[tokio::test]
 async fn a_large_batch_is_answered_within_a_bound() {
-    let (ours, theirs) = tokio::io::duplex(1 << 20);
-    let (read, write) = tokio::io::split(ours);
-    let mut transport: LineTransport<RoleServer, _> = LineTransport::new(
-        read,
-        write,
-        Limits {
-            max_message_bytes: 1 << 20,
-            max_nesting: 200,
-        },
-        "the host",
-    )
-    .serving();
-    let (host_read, mut host_write) = tokio::io::split(theirs);
-    let mut replies = BufReader::new(host_read);
     let pings: Vec<String> = (0..70)
         .map(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#))
         .collect();
@@ -224,12 +211,11 @@ async fn a_large_batch_is_answered_within_a_bound() {
         format!("[{}]", pings.join(",")),
         r#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/call","params":{"v":1e400}}"#.to_string(),
     ];
-    for l in &lines {
-        host_write
-            .write_all(format!("{l}\n").as_bytes())
-            .await
-            .unwrap_or_default();
-    }
+    let limits = Limits {
+        max_message_bytes: 1 << 20,
+        max_nesting: 200,
+    };
+    let (mut transport, mut replies, _input) = serving(limits, &lines).await;
     // The transport writes its answers as it goes on reading.
     let receiving = tokio::spawn(async move { while transport.receive().await.is_some() {} });
     let mut ids = Vec::new();
