@@ -30,6 +30,11 @@ pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 8_000;
 /// Connecting and listing tools: `npx -y` may download a package on first use.
 pub const DEFAULT_LIST_GRACE_MS: u64 = 3_000;
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 30_000;
+/// Run records kept for `planmux://runs/{run_id}`: enough to look back over a session.
+pub const DEFAULT_KEPT_RUNS: usize = 32;
+/// How much the kept run records may weigh together (their JSON size): a few runs over
+/// large outputs must not pin hundreds of megabytes. The newest record is always kept.
+pub const DEFAULT_KEPT_RUN_BYTES: usize = 64 * 1024 * 1024;
 
 /// The config planmux uses when no file is found: the built-in demo servers, so that a
 /// fresh machine has something real to talk to.
@@ -132,8 +137,8 @@ impl Default for ProxySettings {
             audit_log: None,
             surface: Surface::default(),
             always_list: None,
-            kept_runs: crate::exec::KEPT_RUNS,
-            kept_run_bytes: crate::exec::KEPT_BYTES,
+            kept_runs: DEFAULT_KEPT_RUNS,
+            kept_run_bytes: DEFAULT_KEPT_RUN_BYTES,
             tool_budget: None,
         }
     }

@@ -3,7 +3,8 @@
 //! restart, tools the lock now pins leave quarantine, a changed `[policy]` is in force
 //! for the next decision, and hosts get `list_changed`. An invalid file is refused with
 //! its error logged, and the running config stays. The other sections (`[proxy]`,
-//! `[http]`, pipelines) need a restart, which the log says.
+//! `[http]`, pipelines) need a restart, which the log says; only a server restarted by
+//! the reload that takes its limits from `[proxy]` starts with the new ones.
 
 use std::path::PathBuf;
 use std::sync::Arc;

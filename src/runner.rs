@@ -1,7 +1,7 @@
 //! Plans run against the downstream servers: where the executor meets the downstreams.
-//! It validates against the live catalog, works out what needs the user's approval,
-//! runs through the downstreams (the executor's [`Invoker`]) with that approval, and keeps
-//! the records. Used by the MCP server and by `planmux run`.
+//! It validates against the live catalog, works out what needs the user's approval, runs
+//! through the downstreams (the executor's [`Invoker`](crate::exec::Invoker)) with that
+//! approval, and keeps the records. Used by the MCP server and by `planmux run`.
 //!
 //! The executor and the downstreams know nothing of each other; this module composes
 //! them, so neither depends on the other.

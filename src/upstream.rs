@@ -1,7 +1,8 @@
 //! The MCP server the host talks to: the merged catalog in `tools/list`, each `tools/call`
 //! forwarded to its downstream, prompts, resources, completions, subscriptions and roots
 //! routed, the servers' instructions merged; `execute_plan` and `approve_plan` are in
-//! [`plans`]. This is the one place that builds MCP errors.
+//! [`plans`]. The errors a host reads for its requests are built here (and, for the
+//! calls it takes, in [`passthrough`]); `wire` answers what cannot be read at all.
 
 // Logging is deprecated by SEP-2577, but hosts still show relayed log messages.
 #![allow(deprecated)]

@@ -1,5 +1,5 @@
-//! Built-in demo servers: real MCP servers, run in-process (`builtin = "metrics"`) or over
-//! stdio (`planmux demo metrics`), so planmux works on a fresh machine with nothing else
+//! Built-in demo servers: real MCP servers, run in-process (`builtin = "metrics"`), over
+//! stdio (`planmux demo metrics`) or over HTTP (`planmux demo metrics --http ADDR`), so planmux works on a fresh machine with nothing else
 //! installed, and so tests have downstreams whose behaviour they control.
 
 // The argument helpers return a tool's failure result as their error, so `?` builds the

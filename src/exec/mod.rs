@@ -1,6 +1,6 @@
-//! The executor: runs a [`ValidatedPlan`] by calling tools through an [`Invoker`],
-//! starting each step the moment what it waits for has finished, and records everything in
-//! a [`RunRecord`]. Usable as a library without the MCP server.
+//! The executor: runs a [`ValidatedPlan`](crate::plan::ValidatedPlan) by calling tools
+//! through an [`Invoker`], starting each step the moment what it waits for has finished,
+//! and records everything in a [`RunRecord`]. Usable as a library without the MCP server.
 
 mod board;
 mod foreach;
@@ -21,7 +21,7 @@ pub use board::{Board, Boards, slot};
 pub use record::{
     ItemRecord, RunRecord, RunStatus, Selection, StepRecord, StepStatus, is_error, result_schema,
 };
-pub use runs::{KEPT_BYTES, KEPT_RUNS, RunStore};
+pub use runs::RunStore;
 pub use scheduler::run;
 pub use truncate::{Cut, truncate};
 

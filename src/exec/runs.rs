@@ -7,12 +7,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::RunRecord;
-
-/// How many run records are kept: enough to look back over a session.
-pub const KEPT_RUNS: usize = 32;
-/// How much they may weigh together (their JSON size): a few runs over large outputs must
-/// not pin hundreds of megabytes. The newest record is always kept.
-pub const KEPT_BYTES: usize = 64 * 1024 * 1024;
+use crate::config::{DEFAULT_KEPT_RUN_BYTES, DEFAULT_KEPT_RUNS};
 
 /// The most recent run records, oldest dropped first.
 pub struct RunStore {
@@ -23,9 +18,9 @@ pub struct RunStore {
 }
 
 impl Default for RunStore {
-    /// [`KEPT_RUNS`] records within [`KEPT_BYTES`].
+    /// [`DEFAULT_KEPT_RUNS`] records within [`DEFAULT_KEPT_RUN_BYTES`].
     fn default() -> Self {
-        Self::new(KEPT_RUNS, KEPT_BYTES)
+        Self::new(DEFAULT_KEPT_RUNS, DEFAULT_KEPT_RUN_BYTES)
     }
 }
 

@@ -2,7 +2,8 @@
 //! validate against the catalog before anything runs. Pure: no I/O.
 //!
 //! `parse` (dialects) → [`Plan`] → `validate` → [`ValidatedPlan`] → the executor, which
-//! calls [`ValidatedPlan::resolve_args`] as steps finish. docs/plan-language.md is the
+//! asks each ready step's [`PlannedStep`] what to do (`prepare`: its condition, then its
+//! items, value or arguments) as the steps it reads finish. docs/plan-language.md is the
 //! specification.
 
 mod canonical;
