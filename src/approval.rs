@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::plan::ValidatedPlan;
+use crate::plan::{IssueKind, PlanIssue, ValidatedPlan};
 use crate::policy::{Approval, Approver, Confirm, Policy, Tier};
 use crate::text::clip;
 
@@ -74,9 +74,10 @@ impl Request {
         plan: &ValidatedPlan,
         arguments: &Value,
         confirm: Confirm,
-    ) -> Result<Option<Self>, String> {
+    ) -> Result<Option<Self>, PlanIssue> {
         let mut steps = Vec::new();
-        for step in plan.steps().iter().filter(|step| confirm.covers(step.tier)) {
+        let covered = plan.steps().iter().enumerate();
+        for (i, step) in covered.filter(|(_, step)| confirm.covers(step.tier)) {
             let mut args = match &step.written_args {
                 Value::Object(map) => map.clone(),
                 _ => Map::new(),
@@ -86,7 +87,7 @@ impl Request {
             if let Some(pipe) = &step.pipe {
                 args.insert(pipe.into.clone(), format!("$ref:{}", pipe.from).into());
             }
-            let args = shown(&Value::Object(args), &format!("step '{}'", step.id))?;
+            let args = shown(&Value::Object(args), format!("steps[{i}].args"))?;
             steps.push(ApprovalStep {
                 id: step.id.to_string(),
                 tool: step.exported.clone(),
@@ -102,7 +103,7 @@ impl Request {
         let inputs = match plan.inputs() {
             Value::Object(map) if map.is_empty() => None,
             Value::Null => None,
-            inputs => Some(shown(inputs, "the plan's inputs")?),
+            inputs => Some(shown(inputs, "inputs".into())?),
         };
         Ok(Some(Request {
             goal: plan.goal().map(str::to_owned),
@@ -179,8 +180,9 @@ fn printable(text: &str) -> String {
 
 /// A value as shown for approval: strings past [`MAX_SHOWN_STRING`] characters and arrays
 /// past [`MAX_SHOWN_ITEMS`] items cut (saying how much was left out), every object key
-/// kept; `Err` when that is still longer than [`MAX_SHOWN_CHARS`].
-fn shown(value: &Value, what: &str) -> Result<Value, String> {
+/// kept; an issue at `location` (in the plan) when that is still longer than
+/// [`MAX_SHOWN_CHARS`].
+fn shown(value: &Value, location: String) -> Result<Value, PlanIssue> {
     fn cut(value: &Value) -> Value {
         match value {
             Value::String(text) => Value::String(clip(text, MAX_SHOWN_STRING).into_owned()),
@@ -205,9 +207,11 @@ fn shown(value: &Value, what: &str) -> Result<Value, String> {
         .chars()
         .count();
     if chars > MAX_SHOWN_CHARS {
-        return Err(format!(
-            "{what} cannot be shown for approval: even cut down it takes {chars} characters (at most {MAX_SHOWN_CHARS}); nothing ran. Split it into smaller steps"
-        ));
+        let kind = IssueKind::TooLargeToApprove {
+            chars,
+            max: MAX_SHOWN_CHARS,
+        };
+        return Err(PlanIssue::new(location, kind));
     }
     Ok(shown)
 }
@@ -608,7 +612,7 @@ mod tests {
     #[test]
     fn every_key_and_step_is_shown_and_what_cannot_be_shown_is_refused() {
         let long = json!({"content": "x".repeat(50_000), "path": "~/.ssh/authorized_keys"});
-        let args = shown(&long, "step 'w'").unwrap_or_default();
+        let args = shown(&long, "steps[0].args".into()).unwrap_or_default();
         assert_eq!(
             args["path"], "~/.ssh/authorized_keys",
             "a key after a long value"
@@ -616,8 +620,9 @@ mod tests {
         assert!(args["content"].as_str().is_some_and(|s| s.len() < 300));
         let many: serde_json::Map<String, Value> =
             (0..500).map(|i| (format!("k{i}"), json!(i))).collect();
-        let refused = shown(&Value::Object(many), "step 'w'");
-        assert!(refused.is_err_and(|e| e.contains("cannot be shown")));
+        let refused = shown(&Value::Object(many), "steps[0].args".into());
+        assert!(refused.is_err_and(|e| e.location == "steps[0].args"
+            && e.to_string().contains("cannot be shown for approval")));
 
         let mut asked = request(&[("w", "fs__write", Tier::Write)]);
         asked.steps = (0..100).map(|_| asked.steps[0].clone()).collect();

@@ -11,6 +11,7 @@ use planmux::config::Config;
 use planmux::demo::DemoKind;
 use planmux::downstream::Downstreams;
 use planmux::exec::RunStatus;
+use planmux::hosts::Host;
 use planmux::plan::EXECUTE_PLAN_TOOL;
 use planmux::plan::{PlanIssue, dot, mermaid, render_issues};
 use planmux::policy::{Approver, Confirm};
@@ -114,8 +115,8 @@ enum Command {
     /// backup, printing the diff).
     Install {
         /// claude-desktop, claude-code, cursor, vscode or windsurf
-        #[arg(long)]
-        host: String,
+        #[arg(long, value_parser = setup::host)]
+        host: Host,
         /// The host's config file (default: where the host keeps it), e.g. a project's .mcp.json.
         #[arg(long)]
         file: Option<PathBuf>,
@@ -126,8 +127,8 @@ enum Command {
     /// Put back the host's config as it was before `planmux install`.
     Uninstall {
         /// claude-desktop, claude-code, cursor, vscode or windsurf
-        #[arg(long)]
-        host: String,
+        #[arg(long, value_parser = setup::host)]
+        host: Host,
         /// The host's config file (default: where the host keeps it).
         #[arg(long)]
         file: Option<PathBuf>,
@@ -141,7 +142,7 @@ enum Command {
     /// Print the JSON Schema of servers.toml (config) or of a plan (plan).
     Schema {
         /// config or plan
-        what: String,
+        what: setup::Schema,
     },
     /// Serve one built-in demo server over stdio (or streamable HTTP).
     Demo {
@@ -218,14 +219,14 @@ async fn run(cli: Cli) -> Result<i32> {
             host,
             file,
             dry_run,
-        }) => return setup::run_install(host, file.as_deref(), cli.config.as_deref(), *dry_run),
+        }) => return setup::run_install(*host, file.as_deref(), cli.config.as_deref(), *dry_run),
         Some(Command::Uninstall {
             host,
             file,
             force,
             dry_run,
-        }) => return setup::run_uninstall(host, file.as_deref(), *force, *dry_run),
-        Some(Command::Schema { what }) => return setup::run_schema(what),
+        }) => return setup::run_uninstall(*host, file.as_deref(), *force, *dry_run),
+        Some(Command::Schema { what }) => return setup::run_schema(*what),
         _ => {}
     }
     let config = Config::locate(cli.config.as_deref())?;
@@ -586,7 +587,7 @@ async fn validate(config: Config, source: &str, picture: Picture) -> Result<i32>
             print_issues(&issues);
             return Ok(EXIT_INVALID);
         }
-        Err(Unchecked::Unfinished(why) | Unchecked::Unshowable(why)) => {
+        Err(Unchecked::Unfinished(why)) => {
             return Err(anyhow::anyhow!(why));
         }
     };
@@ -623,9 +624,7 @@ async fn run_plan(config: Config, source: &str, yes: bool, output: Output) -> Re
                     print_issues(&issues);
                     Ok(EXIT_INVALID)
                 }
-                Unchecked::Unfinished(why) | Unchecked::Unshowable(why) => {
-                    Err(anyhow::anyhow!(why))
-                }
+                Unchecked::Unfinished(why) => Err(anyhow::anyhow!(why)),
             };
         }
     };

@@ -29,8 +29,6 @@ pub enum Unchecked {
     Invalid(Vec<PlanIssue>),
     /// Validation did not finish (cancelled, out of time, or it broke).
     Unfinished(String),
-    /// A step that needs approval cannot be shown to the user within bounds.
-    Unshowable(String),
 }
 
 /// A plan that validated, and what it needs approved before it runs.
@@ -188,8 +186,8 @@ impl PlanRunner {
             let from_board = |name: &str| crate::exec::slot(&board, name);
             let plan = prepare_on(&arguments, &specs, &nesting.limits, &from_board)
                 .map_err(Unchecked::Invalid)?;
-            let approval =
-                Request::for_plan(&plan, &arguments, confirm).map_err(Unchecked::Unshowable)?;
+            let approval = Request::for_plan(&plan, &arguments, confirm)
+                .map_err(|issue| Unchecked::Invalid(vec![issue]))?;
             Ok(Checked { plan, approval })
         });
         let limit = self.nesting.settings.plan_timeout;

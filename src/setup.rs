@@ -7,11 +7,20 @@ use anyhow::{Context as _, Result, bail};
 use planmux::hosts::{Host, HostFile, import, install, uninstall};
 
 /// The host named on the command line, or a list of the names.
-fn host(name: &str) -> Result<Host> {
-    Host::parse(name).with_context(|| {
+pub fn host(name: &str) -> std::result::Result<Host, String> {
+    Host::parse(name).ok_or_else(|| {
         let names: Vec<&str> = Host::ALL.iter().map(|(_, n)| *n).collect();
         format!("unknown host '{name}' (one of: {})", names.join(", "))
     })
+}
+
+/// What `planmux schema` prints the JSON Schema of.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Schema {
+    /// servers.toml
+    Config,
+    /// a plan
+    Plan,
 }
 
 fn home() -> Result<PathBuf> {
@@ -145,12 +154,11 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
 
 /// `planmux install --host HOST [--file F] [--dry-run]`, with the global `--config`.
 pub fn run_install(
-    name: &str,
+    host: Host,
     file: Option<&Path>,
     config: Option<&Path>,
     dry_run: bool,
 ) -> Result<i32> {
-    let host = host(name)?;
     let file = host_file(host, file)?;
     let Some(config) = config else {
         bail!(
@@ -200,8 +208,7 @@ pub fn run_install(
 }
 
 /// `planmux uninstall --host HOST [--file F] [--force] [--dry-run]`.
-pub fn run_uninstall(name: &str, file: Option<&Path>, force: bool, dry_run: bool) -> Result<i32> {
-    let host = host(name)?;
+pub fn run_uninstall(host: Host, file: Option<&Path>, force: bool, dry_run: bool) -> Result<i32> {
     let file = host_file(host, file)?;
     let done = uninstall(&file, force, dry_run)?;
     out_raw!("{}", done.diff);
@@ -218,11 +225,10 @@ pub fn run_uninstall(name: &str, file: Option<&Path>, force: bool, dry_run: bool
 }
 
 /// `planmux schema config|plan`.
-pub fn run_schema(what: &str) -> Result<i32> {
+pub fn run_schema(what: Schema) -> Result<i32> {
     let schema = match what {
-        "config" => planmux::config::config_schema(),
-        "plan" => planmux::plan::plan_schema(),
-        other => bail!("no schema '{other}' (config or plan)"),
+        Schema::Config => planmux::config::config_schema(),
+        Schema::Plan => planmux::plan::plan_schema(),
     };
     out!("{}", serde_json::to_string_pretty(&schema)?);
     Ok(0)

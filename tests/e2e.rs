@@ -1024,3 +1024,27 @@ async fn heard_list_changed(proxy: &common::Proxy) -> bool {
     })
     .await
 }
+
+/// A command line planmux cannot use exits 64 (sysexits' EX_USAGE) before doing anything,
+/// naming what is wrong, whichever command it is for.
+#[test]
+fn command_lines_it_cannot_use_exit_64() -> R {
+    let cases: [&[&str]; 4] = [
+        &["schema", "foo"],
+        &["install", "--host", "nohost"],
+        &["uninstall", "--host", "nohost"],
+        &["demo", "nosuch"],
+    ];
+    for args in cases {
+        let out = Command::new(common::bin()).args(args).output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(stderr.contains("invalid value"), "{args:?}: {stderr}");
+    }
+    let out = Command::new(common::bin())
+        .args(["install", "--host", "nohost"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("one of: claude-desktop"), "{stderr}");
+    Ok(())
+}

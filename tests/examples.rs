@@ -190,6 +190,32 @@ fn validate_prints_the_schedule_and_rejects_bad_plans() -> anyhow::Result<()> {
         result["issues"].as_array().is_some_and(|i| i.len() >= 2),
         "{result}"
     );
+
+    // A step that needs approval but could not be shown to the user within bounds makes
+    // the plan invalid, like any other problem of the plan: exit 4, the issue located.
+    let mut args: serde_json::Map<String, Value> = (0..30)
+        .map(|i| (format!("k{i}"), Value::String("x".repeat(150))))
+        .collect();
+    args.insert("path".into(), "wide.txt".into());
+    args.insert("content".into(), "x".into());
+    let wide = dir.path().join("wide.json");
+    let plan =
+        serde_json::json!({"steps": [{"id": "w", "tool": "files__write_file", "args": args}]});
+    std::fs::write(&wide, plan.to_string())?;
+    let out = Command::new(planmux)
+        .arg("validate")
+        .arg("--config")
+        .arg(&config)
+        .arg(&wide)
+        .output()?;
+    assert_eq!(out.status.code(), Some(4));
+    let result: Value = serde_json::from_slice(&out.stdout)?;
+    let issue = &result["issues"][0];
+    assert_eq!(issue["location"], "steps[0].args", "{result}");
+    assert!(
+        issue.to_string().contains("cannot be shown for approval"),
+        "{result}"
+    );
     Ok(())
 }
 

@@ -68,6 +68,44 @@ fn hostile_host_lines_are_answered() -> R {
     Ok(())
 }
 
+/// A request for an MCP method whose params do not fit it is told what does not fit
+/// (invalid params), whichever tool it names, not that the method is unknown.
+#[test]
+fn params_that_do_not_fit_their_method_are_named() -> R {
+    let mut raw = common::RawProxy::start("[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    raw.exchange(RAW_INIT)?;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    let misfits = [
+        (
+            2,
+            r#""tools/call","params":{"name":"execute_plan","arguments":[{"id":"a","tool":"chaos__echo"}]}"#,
+            "invalid type: sequence, expected a map",
+        ),
+        (
+            3,
+            r#""tools/call","params":{"name":"chaos__echo","arguments":"x"}"#,
+            "invalid type: string \"x\", expected a map",
+        ),
+        (4, r#""resources/read","params":{}"#, "missing field `uri`"),
+    ];
+    for (id, rest, words) in misfits {
+        let reply = raw.exchange(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{rest}}}"#))?;
+        assert_eq!(reply["id"], id, "{reply}");
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("params do not fit") && message.contains(words),
+            "{id}: {reply}"
+        );
+    }
+    let unknown = raw.exchange(r#"{"jsonrpc":"2.0","id":5,"method":"tools/frobnicate"}"#)?;
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let reply = raw.exchange(&echo_call(6, "true"))?;
+    assert_eq!(reply["result"]["structuredContent"], json!({"v": true}));
+    assert!(raw.finish()?.success());
+    Ok(())
+}
+
 /// A downstream answer over the limit fails its call at once, saying why, instead of
 /// waiting for the call timeout; one under the (generous) default gets through.
 #[test]

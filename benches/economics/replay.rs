@@ -87,7 +87,7 @@ async fn run_plan(scenario: &Scenario, runner: &PlanRunner) -> anyhow::Result<Ar
     let checked = match runner.check(scenario.plan.clone(), None, &cancel).await {
         Ok(checked) => checked,
         Err(Unchecked::Invalid(issues)) => bail!("invalid plan:\n{}", render_issues(&issues)),
-        Err(Unchecked::Unfinished(why) | Unchecked::Unshowable(why)) => bail!("{why}"),
+        Err(Unchecked::Unfinished(why)) => bail!("{why}"),
     };
     let approval = checked
         .approval

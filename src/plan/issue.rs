@@ -351,6 +351,17 @@ pub enum IssueKind {
     /// prompt is kept in the record, and every step runs).
     #[error("conditionPrompt is kept, not acted on: no step has a \"when\"")]
     PromptNotActedOn,
+    /// What a step that needs approval would show the user is too long even cut down:
+    /// nobody could read what they approve, so the plan does not run.
+    #[error(
+        "cannot be shown for approval: even cut down it takes {chars} characters (at most {max})"
+    )]
+    TooLargeToApprove {
+        /// Characters it takes.
+        chars: usize,
+        /// Characters approval shows at most.
+        max: usize,
+    },
 }
 
 fn closest_suffix(closest: &[String]) -> String {
@@ -460,6 +471,9 @@ impl IssueKind {
             IssueKind::NoAlternative { .. } => "check the tool's inputSchema".into(),
             IssueKind::RetriesIgnored { .. } => {
                 "set \"retry_unsafe\": true if repeating the call is harmless".into()
+            }
+            IssueKind::TooLargeToApprove { .. } => {
+                "split the step into smaller ones, or have an earlier step produce the large value and pass it by reference".into()
             }
             IssueKind::PromptNotActedOn => {
                 "give the step that should depend on it a \"when\", e.g. {\"$ref\": \"cpu.value\", \"gt\": 80}".into()

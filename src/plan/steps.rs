@@ -200,7 +200,15 @@ impl Parser {
             step.foreach = Some(self.template(&format!("{at}.{key}"), items));
         }
         if let Some(value) = map.get("concurrency") {
-            step.concurrency = self.number(format!("{at}.concurrency"), value);
+            let at = format!("{at}.concurrency");
+            step.concurrency = match self.number(at.clone(), value) {
+                // No items at a time would never run the loop.
+                Some(0) => {
+                    self.shape(at, "a whole number ≥ 1", value);
+                    None
+                }
+                n => n,
+            };
         }
         match (first_of(map, tool_keys), map.get("resource")) {
             (Some((key, _)), Some(_)) => {

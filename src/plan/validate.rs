@@ -399,7 +399,7 @@ impl<'p> Validator<'p> {
         }
         let concurrency = step
             .concurrency
-            .map(|n| usize::try_from(n).unwrap_or(usize::MAX).max(1));
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         Some(Read {
             args: args?,
             when: when.map_or(Some(None), |w| w.map(Some))?,

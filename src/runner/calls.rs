@@ -177,11 +177,13 @@ impl PlanCalls {
                 }
                 _ => {
                     return Err(InvokeError::Rejected(format!(
-                        "pipeline '{name}' has steps that need approval, and this step was not approved for them                          (the pipeline may have changed since); send the plan again"
+                        "pipeline '{name}' has steps that need approval, and this step was not approved for them (the pipeline may have changed since); send the plan again"
                     )));
                 }
             },
-            Err(why) => return Err(InvokeError::Rejected(why)),
+            Err(issue) => {
+                return Err(InvokeError::Rejected(format!("pipeline '{name}': {issue}")));
+            }
         };
         let calls = Arc::new(
             Self::nested(self.downstreams.clone(), approval, nesting.clone())

@@ -78,9 +78,14 @@ impl Passthrough {
             Value::String(_) => true,
             _ => false,
         };
+        // Arguments that are not an object are refused by rmcp's path, saying so.
+        let arguments_ok = matches!(
+            request.pointer("/params/arguments"),
+            None | Some(Value::Object(_) | Value::Null)
+        );
         let name = match (&request["method"], request.pointer("/params/name")) {
             (Value::String(method), Some(Value::String(name)))
-                if id_ok && method == "tools/call" =>
+                if id_ok && arguments_ok && method == "tools/call" =>
             {
                 name.clone()
             }

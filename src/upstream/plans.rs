@@ -361,7 +361,7 @@ impl Upstream {
 fn unchecked(why: Unchecked) -> CallToolResponse {
     match why {
         Unchecked::Invalid(issues) => tool_error(render_issues(&issues)).into(),
-        Unchecked::Unfinished(why) | Unchecked::Unshowable(why) => tool_error(why).into(),
+        Unchecked::Unfinished(why) => tool_error(why).into(),
     }
 }
 

@@ -53,6 +53,19 @@ fn wrong_shapes() {
     snap("issue_missing_steps", json!({"goal": "nothing"}));
 }
 
+/// A loop that may run no item at a time would never end: its plan is refused.
+#[test]
+fn a_loop_concurrency_of_zero_is_refused() {
+    let text = invalid(json!({"steps": [
+        {"id": "each", "foreach": [1, 2], "tool": "metrics__list_metrics", "args": {},
+         "concurrency": 0}
+    ]}));
+    assert!(
+        text.contains("steps[0].concurrency") && text.contains("a whole number ≥ 1"),
+        "{text}"
+    );
+}
+
 #[test]
 fn unknown_fields_and_values() {
     snap(
