@@ -92,7 +92,8 @@ enum Command {
     /// Print the merged tool catalog.
     Tools,
     /// Start every server and report status, tool count and start-up time, the tools
-    /// servers.lock holds back, and name clashes (exit 1 if any of those).
+    /// servers.lock holds back, name clashes and pipelines that cannot run (exit 1 if any
+    /// of those).
     Check,
     /// Pin every tool definition: write servers.lock beside the config. From then on a
     /// tool whose definition changes (or a new tool of a locked server) is quarantined

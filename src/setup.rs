@@ -167,9 +167,8 @@ pub fn run_install(
         );
     };
     let config = std::path::absolute(config).unwrap_or_else(|_| config.to_path_buf());
-    // Only the names are needed: a variable the servers read may be set only where the
-    // host starts planmux, not here.
     let text = std::fs::read_to_string(&config).with_context(|| config.display().to_string())?;
+    checked(&config, &text)?;
     let table: toml::Table = text
         .parse()
         .with_context(|| format!("{}: not valid TOML", config.display()))?;
@@ -205,6 +204,36 @@ pub fn run_install(
         host.name()
     );
     Ok(0)
+}
+
+/// Refuses a config planmux would refuse to start on, so the host is not left starting a
+/// planmux that exits at once. A variable the servers read may be set only where the host
+/// starts planmux, not here: with one unset, what its value decides is not checked.
+fn checked(config: &Path, text: &str) -> Result<()> {
+    let unset = std::cell::RefCell::new(Vec::new());
+    let env = |name: &str| {
+        std::env::var(name).ok().or_else(|| {
+            unset.borrow_mut().push(name.to_owned());
+            Some(String::new())
+        })
+    };
+    let base = config.parent().unwrap_or(Path::new("."));
+    let shown = config.display().to_string();
+    let parsed = planmux::config::Config::parse(text, &shown, base, &env);
+    let unset = unset.into_inner().join(", ");
+    match parsed {
+        Err(error) if unset.is_empty() => {
+            bail!("{error}\nplanmux would not start on this config: fix it, then install")
+        }
+        Err(error) => err!(
+            "note: not fully checked: {unset} not set here ({error}); set it where the host starts planmux"
+        ),
+        Ok(_) if !unset.is_empty() => {
+            err!("note: {unset} not set here: set it where the host starts planmux")
+        }
+        Ok(_) => {}
+    }
+    Ok(())
 }
 
 /// `planmux uninstall --host HOST [--file F] [--force] [--dry-run]`.

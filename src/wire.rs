@@ -58,6 +58,10 @@ impl Default for Limits {
     }
 }
 
+/// The key of the `data` of an error planmux made in place of a peer's answer it could
+/// not read (too large, too deep, not JSON-RPC): the peer did not send that error.
+pub const REFUSED: &str = "planmux/refusedAnswer";
+
 /// Sees the text of each message as it arrives, before it is decoded: what the protocol
 /// types leave out is still there.
 pub type Inbound = Arc<dyn Fn(&[u8]) + Send + Sync>;
@@ -312,7 +316,8 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             }
             Kind::Response => {
                 tracing::warn!(peer = %self.peer, %id, "an answer could not be read: {message}");
-                let error = ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None);
+                let refused = json!({REFUSED: true});
+                let error = ErrorData::new(ErrorCode::INTERNAL_ERROR, message, Some(refused));
                 let response = JsonRpcError::new(Some(id), error);
                 // An answer to a raw call goes to that call, like any other answer of its.
                 let diverted = self.divert.as_ref().is_some_and(|divert| {

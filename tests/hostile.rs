@@ -121,6 +121,16 @@ fn an_oversized_downstream_answer_fails_at_once() -> R {
         message.contains("from server 'chaos' exceeds max_message_bytes (1.0 MiB)"),
         "{message}"
     );
+    // In a plan, the step says planmux refused the answer, not that the server sent an
+    // error.
+    let plan = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_plan","arguments":{"steps":[{"id":"big","tool":"chaos__bytes","args":{"n":2000000}}]}}}"#;
+    let reply = raw.exchange(plan)?;
+    let error = reply["result"]["structuredContent"]["steps"]["big"]["error"].to_string();
+    assert!(
+        error.contains("planmux could not take the answer of server 'chaos'")
+            && !error.contains("answered with an error"),
+        "{reply}"
+    );
     raw.finish()?;
 
     let mut raw = common::RawProxy::start("[servers.chaos]\nbuiltin = \"chaos\"\n")?;

@@ -170,3 +170,46 @@ async fn import_install_launch_and_uninstall_for_every_host() -> anyhow::Result<
     }
     Ok(())
 }
+
+/// `install` refuses a servers.toml planmux would refuse to start on (the host would
+/// start a planmux that exits at once), naming the problem, and leaves the host's file
+/// alone; a variable unset here (set only where the host runs) does not stop it.
+#[test]
+fn install_refuses_a_config_planmux_would_not_start_on() -> anyhow::Result<()> {
+    let home = tempfile::tempdir()?;
+    let file = home.path().join("project/.mcp.json");
+    std::fs::create_dir_all(home.path().join("project"))?;
+    let original = r#"{"mcpServers": {"cc": {"command": "echo"}}}"#;
+    std::fs::write(&file, original)?;
+    let config = home.path().join("servers.toml");
+    std::fs::write(
+        &config,
+        "[proxy]\nbogus = 1\n[servers.cc]\ncommand = \"echo\"\n",
+    )?;
+    let install = |config: &Path| {
+        planmux(home.path())
+            .args(["install", "--host", "claude-code", "--file"])
+            .arg(&file)
+            .arg("--config")
+            .arg(config)
+            .output()
+    };
+    let out = install(&config)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bogus") && stderr.contains("would not start"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&file)?, original);
+
+    std::fs::write(
+        &config,
+        "[servers.cc]\ncommand = \"echo\"\nenv = { KEY = \"${PLANMUX_TEST_UNSET_HERE}\" }\n",
+    )?;
+    let out = install(&config)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("PLANMUX_TEST_UNSET_HERE"), "{stderr}");
+    Ok(())
+}

@@ -1763,6 +1763,7 @@ async fn the_printed_schemas_accept_every_example() -> R {
         json!({"plan": "{\"steps\": [{\"tool\": \"chaos__echo\"}]}", "inputs": {"a": 1}}),
         json!({"planType": "PARALLEL", "steps": [{"id": "a", "serverId": "chaos", "toolName": "echo", "parameters": {}, "dependencies": []}]}),
         json!({"strategy": "CONDITIONAL", "on_error": "fail-fast", "steps": [{"tool": "chaos__echo"}]}),
+        json!({"mode": "EAGER", "outputs": "a", "steps": [{"id": "a", "tool": "chaos__echo"}]}),
     ];
     for (i, plan) in dialects.iter().enumerate() {
         let path = dir.path().join(format!("dialect-{i}.json"));

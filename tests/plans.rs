@@ -144,6 +144,28 @@ async fn progress_comes_once_per_finished_step() -> R {
         "{message}"
     );
     assert!(message.ends_with(" ms"), "{message}");
+
+    // A value step calls no tool: its line says so.
+    let token = ProgressToken(NumberOrString::String("plan-2".into()));
+    let meta = RequestMetaObject::with_progress_token(token);
+    let plan = json!({"steps": [{"id": "v", "value": {"a": 1}}]});
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call("execute_plan", plan)));
+    let handle = proxy
+        .client
+        .send_cancellable_request(request, PeerRequestOptions::no_options().with_meta(meta))
+        .await?;
+    handle.await_response().await?;
+    let progress = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| s.progress.clone())
+        .unwrap_or_default();
+    let message = progress
+        .last()
+        .and_then(|p| p.message.clone())
+        .unwrap_or_default();
+    assert!(message.starts_with("v succeeded: value, "), "{message}");
     Ok(())
 }
 

@@ -68,8 +68,9 @@ pub enum DownstreamError {
     /// The caller cancelled the call.
     #[error("call to {tool} on server '{server}' was cancelled")]
     Cancelled { server: String, tool: String },
-    /// The server answered with a JSON-RPC error; it is passed on as it is.
-    #[error("server '{server}' answered with an error: {}", .error.message)]
+    /// The server answered with a JSON-RPC error; it is passed on as it is. (Or planmux
+    /// refused its answer, and says so.)
+    #[error("{}", rpc_error(server, error))]
     Rpc {
         server: String,
         error: Box<ErrorData>,
@@ -83,6 +84,26 @@ pub enum DownstreamError {
     /// The call's proof of authorization is for another tool.
     #[error("the call to '{tool}' was not authorized")]
     Unauthorized { tool: String },
+}
+
+/// A server's JSON-RPC error as a message, or planmux's refusal of its answer (which the
+/// server did not send).
+fn rpc_error(server: &str, error: &ErrorData) -> String {
+    let refused = error
+        .data
+        .as_ref()
+        .is_some_and(|data| data.get(crate::wire::REFUSED).is_some());
+    if refused {
+        format!(
+            "planmux could not take the answer of server '{server}': {}",
+            error.message
+        )
+    } else {
+        format!(
+            "server '{server}' answered with an error: {}",
+            error.message
+        )
+    }
 }
 
 fn hint(closest: &[String]) -> String {

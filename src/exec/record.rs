@@ -332,11 +332,11 @@ impl RunRecord {
                 .warnings
                 .iter()
                 .cloned()
-                .chain(self.selections.iter().flat_map(|s| {
-                    s.warnings
+                .chain(
+                    self.selections
                         .iter()
-                        .map(move |w| format!("outputs.{}: {w}", s.name))
-                }))
+                        .flat_map(|s| s.warnings.iter().map(ToString::to_string)),
+                )
                 .collect();
             if !warnings.is_empty() {
                 map.insert("warnings".into(), json!(bounded(&warnings)));

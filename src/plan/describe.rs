@@ -107,7 +107,12 @@ pub fn plan_schema() -> Value {
     }
     let plan = &mut schema["properties"];
     plan["timeout_ms"] = json!({"type": "integer", "minimum": 0});
-    plan["mode"] = json!({"enum": ["lazy", "eager"]});
+    plan["mode"] = json!({"anyOf": [
+        {"enum": ["lazy", "eager"]},
+        {"type": "string", "description": "lazy or eager, in any case"}
+    ]});
+    // One step's id alone is read as a list of one.
+    plan["outputs"] = json!({"type": ["array", "object", "string"]});
     plan["dry_run"] = json!({"type": "boolean"});
     // Names are read in any case, with `-` and `_` ignored (`PARALLEL`, `fail-fast`),
     // and seed 002's CONDITIONAL and ITERATIVE run as auto: an editor still offers the

@@ -433,7 +433,7 @@ impl IssueKind {
             }
             IssueKind::RecursivePlan { .. } => "put the inner plan's steps into this plan".into(),
             IssueKind::InvalidId { .. } => {
-                "use letters, digits, _ and - only, and not the words input, inputs or steps".into()
+                "use letters, digits, _ and - only, and not the words input, inputs, steps, item or index".into()
             }
             IssueKind::DuplicateId { .. } => "give every step its own id".into(),
             IssueKind::BadReference { .. } => {

@@ -33,7 +33,8 @@ impl Template<Ref> {
         self.resolve_at("args", lookup, warnings)
     }
 
-    fn resolve_at<'v>(
+    /// [`Self::resolve`], with `at` (a field of the plan) for where warnings are.
+    pub(super) fn resolve_at<'v>(
         &self,
         at: &str,
         lookup: &dyn Fn(&RefSource) -> Option<&'v Value>,

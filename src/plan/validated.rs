@@ -354,7 +354,7 @@ impl ValidatedPlan {
                         RefSource::Error(_) | RefSource::Item | RefSource::Index => None,
                     }
                 };
-                let value = template.resolve(&lookup, &mut warnings);
+                let value = template.resolve_at(&format!("outputs.{name}"), &lookup, &mut warnings);
                 (name.clone(), Some(value), warnings)
             })
             .collect()

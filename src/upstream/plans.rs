@@ -471,7 +471,12 @@ impl Observer for ProgressRelay {
             StepStatus::Skipped => record.reason.clone().unwrap_or_default(),
             _ => format!(
                 "{}, {} ms",
-                record.tool,
+                // A value step calls no tool.
+                if record.tool.is_empty() {
+                    "value"
+                } else {
+                    &record.tool
+                },
                 record.duration_ms.unwrap_or(0.0).round()
             ),
         };

@@ -580,7 +580,7 @@ async fn named_selections_return_just_what_was_picked() {
     assert!(
         result["warnings"][0]
             .as_str()
-            .is_some_and(|w| w.starts_with("outputs.missing: ")),
+            .is_some_and(|w| w.starts_with("outputs.missing: $ref:big.nope found nothing")),
         "{result}"
     );
     assert_eq!(record.status, RunStatus::Succeeded);
