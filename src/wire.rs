@@ -539,7 +539,16 @@ impl Problem {
                 "a message from {peer} is nested too deeply ({depth} levels; max_nesting is {})",
                 limits.max_nesting
             ),
-            Problem::Invalid(error) => format!("a message from {peer} is not valid: {error}"),
+            Problem::Invalid(error) => {
+                // serde names a broken `\u` escape by where it stopped reading.
+                let text = error.to_string();
+                let hint = if text.contains("hex escape") || text.contains("surrogate") {
+                    " (a \\uD800-\\uDFFF escape must be half of a surrogate pair: \\uD83D\\uDE00, not alone)"
+                } else {
+                    ""
+                };
+                format!("a message from {peer} is not valid: {text}{hint}")
+            }
         }
     }
 
