@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::plan::{IssueKind, PlanIssue, ValidatedPlan};
+use crate::plan::{IssueKind, PlanIssue, StepKind, Template, ValidatedPlan};
 use crate::policy::{Approval, Approver, Confirm, Policy, Tier};
 use crate::text::clip;
 
@@ -48,9 +48,20 @@ pub struct ApprovalStep {
     /// What a `foreach` step loops over: the user approves every call of it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub foreach: Option<String>,
+    /// The items of a `foreach` the plan lists itself, as written (cut like `args`): each
+    /// becomes arguments the user approves. (Items a reference reads are step outputs.)
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub items: Option<Value>,
     /// The step's condition: it may not run at all.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub when: Option<String>,
+}
+
+/// A value step as the user is shown it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShownValue {
+    pub id: String,
+    pub value: Value,
 }
 
 /// What one plan needs approved.
@@ -62,6 +73,9 @@ pub struct Request {
     pub steps: Vec<ApprovalStep>,
     /// The plan's `inputs` as shown (what `input.…` references read), if it has any.
     pub inputs: Option<Value>,
+    /// The plan's value steps as shown: values it makes itself, which the steps above
+    /// may read (no tool runs for them).
+    pub values: Vec<ShownValue>,
     /// SHA-256 of the plan's arguments as sent (hex): what a token is bound to.
     pub digest: String,
 }
@@ -88,17 +102,30 @@ impl Request {
                 args.insert(pipe.into.clone(), format!("$ref:{}", pipe.from).into());
             }
             let args = shown(&Value::Object(args), format!("steps[{i}].args"))?;
+            let items = match step.foreach.as_ref().map(|f| &f.items) {
+                None | Some(Template::Ref(_)) => None,
+                Some(items) => Some(shown(&items.written(), format!("steps[{i}].foreach"))?),
+            };
             steps.push(ApprovalStep {
                 id: step.id.to_string(),
                 tool: step.exported.clone(),
                 tier: step.tier,
                 args,
                 foreach: step.foreach.as_ref().map(|f| f.describe()),
+                items,
                 when: step.when.as_ref().map(ToString::to_string),
             });
         }
         if steps.is_empty() {
             return Ok(None);
+        }
+        let mut values = Vec::new();
+        let value_steps = plan.steps().iter().enumerate();
+        for (i, step) in value_steps.filter(|(_, s)| s.kind == StepKind::Value) {
+            values.push(ShownValue {
+                id: step.id.to_string(),
+                value: shown(&step.args.written(), format!("steps[{i}].value"))?,
+            });
         }
         let inputs = match plan.inputs() {
             Value::Object(map) if map.is_empty() => None,
@@ -109,6 +136,7 @@ impl Request {
             goal: plan.goal().map(str::to_owned),
             steps,
             inputs,
+            values,
             digest: digest(arguments),
         }))
     }
@@ -123,8 +151,15 @@ impl Request {
         for step in &self.steps {
             let args = serde_json::to_string(&step.args).unwrap_or_default();
             let mut how = String::new();
-            if let Some(items) = &step.foreach {
-                let _ = write!(how, ", once per item of {}", printable(items));
+            match (&step.items, &step.foreach) {
+                (Some(items), _) => {
+                    let items = serde_json::to_string(items).unwrap_or_default();
+                    let _ = write!(how, ", once per item of {items}");
+                }
+                (None, Some(over)) => {
+                    let _ = write!(how, ", once per item of {}", printable(over));
+                }
+                (None, None) => {}
             }
             if let Some(when) = &step.when {
                 let _ = write!(how, ", only when {}", printable(when));
@@ -140,6 +175,15 @@ impl Request {
         if let Some(inputs) = &self.inputs {
             let inputs = serde_json::to_string(inputs).unwrap_or_default();
             let _ = writeln!(text, "Inputs (what input.… reads): {inputs}");
+        }
+        for value in &self.values {
+            let shown = serde_json::to_string(&value.value).unwrap_or_default();
+            let _ = writeln!(
+                text,
+                "Value {} (made by the plan, no tool; $ref:{} reads it): {shown}",
+                printable(&value.id),
+                printable(&value.id)
+            );
         }
         text.push_str("References (${…}, $ref:…) are filled in from earlier steps when the plan runs. Nothing runs unless you approve.");
         if let Some(goal) = &self.goal {
@@ -193,11 +237,10 @@ fn shown(value: &Value, location: String) -> Result<Value, PlanIssue> {
                 }
                 Value::Array(kept)
             }
-            Value::Object(map) => Value::Object(
-                map.iter()
-                    .map(|(k, v)| (clip(k, MAX_SHOWN_STRING).into_owned(), cut(v)))
-                    .collect(),
-            ),
+            // Keys in full: two keys cut alike would show as one.
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), cut(v))).collect())
+            }
             other => other.clone(),
         }
     }
@@ -484,10 +527,12 @@ mod tests {
                     tier: *tier,
                     args: json!({"path": "${list.files[0]}", "mode": 420.0}),
                     foreach: None,
+                    items: None,
                     when: None,
                 })
                 .collect(),
             inputs: None,
+            values: Vec::new(),
             digest: digest(&json!({"steps": []})),
         }
     }

@@ -360,3 +360,52 @@ async fn inputs_are_shown_and_what_cannot_be_shown_does_not_run() -> R {
     assert!(!proxy.dir.path().join("sandbox/wide.txt").exists());
     Ok(())
 }
+
+/// What is shown is what runs: the items a plan lists for a loop, the values its value
+/// steps make (which the approved steps read), and every key of the arguments in full,
+/// even two that start alike for 200 characters.
+#[tokio::test]
+async fn approval_shows_loop_items_values_and_every_key_in_full() -> R {
+    let proxy = start_with(CONFIG, Recorder::default()).await?;
+    let prefix = "k".repeat(200);
+    let plan = json!({"steps": [
+        {"id": "v", "value": {"t": "VALUE-PAYLOAD"}},
+        {"id": "w", "tool": "files__write_file", "foreach": ["ITEM-1", "ITEM-2"],
+         "args": {"path": "${item}.txt", "content": "${item} ${v.t}",
+                  format!("{prefix}_a"): 1, format!("{prefix}_b"): 2}}
+    ]});
+    let asked = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    let result = json(&asked)["structuredContent"].clone();
+    assert_eq!(result["status"], "needs_approval", "{result:#}");
+    let approval = &result["approval"];
+    let step = &approval["steps"][0];
+    assert_eq!(step["items"], json!(["ITEM-1", "ITEM-2"]), "{approval:#}");
+    assert_eq!(
+        approval["values"],
+        json!([{"id": "v", "value": {"t": "VALUE-PAYLOAD"}}])
+    );
+    let keys = step["args"].as_object().map(|a| a.len());
+    assert_eq!(keys, Some(4), "{approval:#}");
+    let text = text(&asked);
+    assert!(
+        text.contains("once per item of [\"ITEM-1\",\"ITEM-2\"]") && text.contains("VALUE-PAYLOAD"),
+        "{text}"
+    );
+    // The model repeats the steps, items included, and the plan runs.
+    let ran = proxy
+        .client
+        .call_tool(call(
+            "approve_plan",
+            json!({"token": approval["token"], "steps": approval["steps"]}),
+        ))
+        .await?;
+    assert_eq!(
+        json(&ran)["structuredContent"]["status"],
+        "succeeded",
+        "{:#}",
+        json(&ran)
+    );
+    let written = std::fs::read_to_string(proxy.dir.path().join("sandbox/ITEM-2.txt"))?;
+    assert_eq!(written, "ITEM-2 VALUE-PAYLOAD");
+    Ok(())
+}

@@ -1680,6 +1680,47 @@ impl ConformanceSuite {
 }
 
 /// planmux listening on a free loopback port (`ARGS ADDR MORE`), stopped when dropped.
+/// A secret in an HTTP server's URL (its query) stays out of what the host and the model
+/// read when the server goes away mid-session: libraries quote the URL they failed on.
+#[tokio::test]
+async fn a_url_secret_stays_out_of_the_error_when_an_http_server_goes_away() -> R {
+    let fixture = Listening::start(&["demo", "metrics", "--http"], &[]).await?;
+    let config = format!(
+        "[servers.m]\nurl = \"{}?api_key=QSECRET222\"\n",
+        fixture.url()
+    );
+    let proxy = start(&config).await?;
+    let first = proxy
+        .client
+        .call_tool(call("m__list_metrics", json!({})))
+        .await?;
+    assert_ne!(first.is_error, Some(true), "{}", text(&first));
+    drop(fixture);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let plan = json!({"steps": [{"id": "a", "tool": "m__list_metrics"}]});
+        for answer in [
+            proxy
+                .client
+                .call_tool(call("m__list_metrics", json!({})))
+                .await,
+            proxy.client.call_tool(call("execute_plan", plan)).await,
+        ] {
+            let shown = match answer {
+                Ok(result) => serde_json::to_string(&result)?,
+                Err(error) => error.to_string(),
+            };
+            assert!(!shown.contains("QSECRET222"), "{shown}");
+            seen.push(shown);
+        }
+    }
+    assert!(
+        seen.iter().any(|s| s.contains("'m'")),
+        "the failure names the server: {seen:?}"
+    );
+    Ok(())
+}
+
 struct Listening {
     port: u16,
     _child: tokio::process::Child,

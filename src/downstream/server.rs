@@ -330,6 +330,7 @@ impl Server {
                 Ok(live)
             }
             Err(error) => {
+                let error = crate::text::redact_urls(&error);
                 let failures = match previous {
                     State::Failed { failures, .. } => failures + 1,
                     _ => 1,
@@ -428,6 +429,7 @@ impl Server {
 
     /// Records that the current connection died.
     pub(crate) fn mark_dead(&self, live: &Arc<Live>, reason: String) {
+        let reason = crate::text::redact_urls(&reason);
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let State::Ready(current) = &*state
             && Arc::ptr_eq(current, live)
@@ -646,9 +648,11 @@ impl Server {
     /// The error for a call whose connection broke, naming the server and, when known, why.
     async fn exited(&self, live: &Live, error: ServiceError) -> DownstreamError {
         self.settle(live).await;
+        // Libraries quote the URL they failed on: what reaches the host and the model
+        // has its user info and query hidden, as the log has.
         let detail = match self.state() {
             State::Failed { error, .. } => error,
-            _ => error.to_string(),
+            _ => crate::text::redact_urls(&error.to_string()),
         };
         DownstreamError::Exited {
             server: self.config.name.clone(),

@@ -63,6 +63,33 @@ impl std::fmt::Display for Ref {
     }
 }
 
+impl Template {
+    /// The template as JSON for a person to read: literals as they are, a whole
+    /// reference as `"$ref:…"`, one inside text as `${…}` (what each reads, canonically).
+    pub fn written(&self) -> Value {
+        match self {
+            Template::Literal(value) => value.clone(),
+            Template::Ref(r) => Value::String(format!("$ref:{r}")),
+            Template::Text(pieces) => Value::String(
+                pieces
+                    .iter()
+                    .map(|piece| match piece {
+                        Piece::Text(text) => text.clone(),
+                        Piece::Ref(r) => format!("${{{r}}}"),
+                    })
+                    .collect(),
+            ),
+            Template::Array(items) => Value::Array(items.iter().map(Template::written).collect()),
+            Template::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.written()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
 impl Ref {
     /// `raw` bound to what validation found it reads.
     pub fn bind(raw: &RawRef, source: RefSource) -> Self {

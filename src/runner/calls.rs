@@ -334,10 +334,12 @@ args = { path = "note.txt", content = "${input.text}" }
                     tier: *tier,
                     args: json!({}),
                     foreach: None,
+                    items: None,
                     when: None,
                 })
                 .collect(),
             inputs: None,
+            values: Vec::new(),
             digest: digest(&json!({})),
         };
         Arc::new(request.approve(&downstreams.policy(), Approver::Flag))

@@ -415,6 +415,11 @@ fn needs_approval(asked: &Request, token: &str, expires_in_s: u64) -> CallToolRe
         approval["inputs"] = inputs.clone();
         repeat.push_str(", \"inputs\": <approval.inputs, unchanged>");
     }
+    // What the plan's value steps make, for the user to see (bound to the plan: not
+    // repeated).
+    if !asked.values.is_empty() {
+        approval["values"] = json!(asked.values);
+    }
     // The steps are bounded already (each step's arguments as shown); only the prose is
     // cut, so a host that reads only text can still relay them.
     let text = format!(
