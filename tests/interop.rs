@@ -439,6 +439,28 @@ fn tool_fields_planmux_does_not_model_pass_through() -> R {
     Ok(())
 }
 
+/// planmux relays no tasks (SEP-1686): a host's task-augmented call runs as a plain one
+/// (a task-only tool says it needs a task), never answered with a task the host could not
+/// read back through planmux.
+#[test]
+fn a_task_augmented_call_is_not_answered_with_a_task() -> R {
+    let _t = Timer::start("a_task_augmented_call_is_not_answered_with_a_task");
+    let mut raw = common::RawProxy::start(&everything_config(""))?;
+    raw.list_tools()?;
+    let call = r#"{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"everything__simulate-research-query","arguments":{"topic":"rust"},"task":{"ttl":60000}}}"#;
+    let reply = raw.exchange(call)?;
+    assert_eq!(reply["id"], 50, "{reply}");
+    assert!(reply["result"].get("task").is_none(), "{reply}");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let echo = r#"{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{"name":"everything__echo","arguments":{"message":"hi"},"task":{"ttl":60000}}}"#;
+    let reply = raw.exchange(echo)?;
+    assert!(
+        reply["result"]["content"].to_string().contains("hi"),
+        "{reply}"
+    );
+    Ok(())
+}
+
 /// Prompts, resources, templates and completions of server-everything pass through:
 /// prompts renamed `everything__…` and otherwise identical, resources and templates under
 /// their own URIs, reads (listed, by template, and linked from a tool result), completions

@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use rmcp::model::{
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientResult,
     CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ErrorCode, GetExtensions, Implementation, ListRootsRequest,
-    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProtocolVersion, RequestId,
-    ResourceUpdatedNotificationParam, ServerRequest,
+    ElicitRequestParams, ElicitResult, ElicitationCapability, ErrorCode, FormElicitationCapability,
+    GetExtensions, Implementation, ListRootsRequest, ListRootsResult, LoggingLevel,
+    LoggingMessageNotificationParam, ProtocolVersion, RequestId, ResourceUpdatedNotificationParam,
+    ServerRequest, UrlElicitationCapability,
 };
 use rmcp::service::{
     NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, SubscriptionSink,
@@ -215,14 +216,20 @@ impl HostLink {
     /// 2026-07-28 host takes no requests from a server: nothing is offered. Before any host
     /// connects (and for `planmux run`), the usual set; requests then fail clearly.
     pub fn offer(&self) -> ClientCapabilities {
-        // With many sessions, the usual set: each request goes to the calling session,
-        // and fails clearly if it does not support it.
+        // With many sessions, the usual set, elicitation in both of its modes: each
+        // request goes to the calling session, and fails clearly if it does not support
+        // it.
         let Some(peer) = self.get().filter(|_| !self.sessions) else {
-            return ClientCapabilities::builder()
+            let mut offer = ClientCapabilities::builder()
                 .enable_roots()
                 .enable_sampling()
-                .enable_elicitation()
                 .build();
+            offer.elicitation = Some(
+                ElicitationCapability::new()
+                    .with_form(FormElicitationCapability::default())
+                    .with_url(UrlElicitationCapability::default()),
+            );
+            return offer;
         };
         let Some(info) = peer.peer_info() else {
             return ClientCapabilities::default();
@@ -610,8 +617,9 @@ impl ClientHandler for Relay {
         params: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        let url = matches!(params, ElicitRequestParams::UrlElicitationParams { .. });
+        let supported = move |caps: &ClientCapabilities| takes_elicitation(caps, url);
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-        let supported = |caps: &ClientCapabilities| caps.elicitation.is_some();
         match self
             .ask("elicitation", request, supported, &context)
             .await?
@@ -688,11 +696,45 @@ impl ClientHandler for Relay {
     }
 }
 
+/// Whether a host takes an elicitation in URL mode (`url`) or form mode: a mode it did not
+/// declare is refused, not relayed; declaring no mode means form (hosts older than modes).
+fn takes_elicitation(caps: &ClientCapabilities, url: bool) -> bool {
+    caps.elicitation.as_ref().is_some_and(|modes| {
+        let form_only = modes.form.is_none() && modes.url.is_none();
+        if url {
+            modes.url.is_some()
+        } else {
+            modes.form.is_some() || form_only
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
+
+    /// Over HTTP (many sessions) servers are offered elicitation in both modes; each
+    /// request then reaches a session only in a mode that session declared.
+    #[test]
+    fn elicitation_is_offered_in_both_modes_and_relayed_in_the_hosts() {
+        let offer = HostLink::for_sessions().offer();
+        assert!(takes_elicitation(&offer, true) && takes_elicitation(&offer, false));
+        let form = ClientCapabilities::builder().enable_elicitation().build();
+        let with = |modes: ElicitationCapability| {
+            let mut caps = ClientCapabilities::default();
+            caps.elicitation = Some(modes);
+            caps
+        };
+        let legacy = with(ElicitationCapability::new());
+        let url_only =
+            with(ElicitationCapability::new().with_url(UrlElicitationCapability::default()));
+        assert!(takes_elicitation(&legacy, false) && !takes_elicitation(&legacy, true));
+        assert!(takes_elicitation(&url_only, true) && !takes_elicitation(&url_only, false));
+        assert!(!takes_elicitation(&ClientCapabilities::default(), false));
+        assert!(takes_elicitation(&form, false));
+    }
 
     #[test]
     fn a_servers_changes_add_up_until_it_is_refreshed() {

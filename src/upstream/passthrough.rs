@@ -78,11 +78,13 @@ impl Passthrough {
             Value::String(_) => true,
             _ => false,
         };
-        // Arguments that are not an object are refused by rmcp's path, saying so.
+        // Arguments that are not an object are refused by rmcp's path, saying so. A
+        // task-augmented call (SEP-1686) goes there too: planmux offers no tasks, so the
+        // call runs as a plain one rather than hand the host a task it cannot read back.
         let arguments_ok = matches!(
             request.pointer("/params/arguments"),
             None | Some(Value::Object(_) | Value::Null)
-        );
+        ) && request.pointer("/params/task").is_none();
         let name = match (&request["method"], request.pointer("/params/name")) {
             (Value::String(method), Some(Value::String(name)))
                 if id_ok && arguments_ok && method == "tools/call" =>
