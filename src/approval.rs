@@ -310,6 +310,8 @@ struct Pending {
     channel: Channel,
     issued: Instant,
     used: bool,
+    /// The session it was issued to (see [`Tokens::issue`]).
+    owner: Option<u64>,
 }
 
 /// The approvals asked for and not yet given, by token.
@@ -338,12 +340,15 @@ impl Tokens {
         self.ttl
     }
 
-    /// Remembers `request` for the plan sent as `arguments` and returns its new token.
+    /// Remembers `request` for the plan sent as `arguments` and returns its new token,
+    /// redeemable only by the session `owner` (over HTTP; `None`: a stateless request's,
+    /// or a stdio host's one session).
     pub fn issue(
         &self,
         request: Request,
         arguments: Value,
         channel: Channel,
+        owner: Option<u64>,
     ) -> Result<String, String> {
         let mut random = [0u8; 16];
         getrandom::fill(&mut random).map_err(|e| format!("no randomness for a token: {e}"))?;
@@ -379,6 +384,7 @@ impl Tokens {
                 channel,
                 issued: Instant::now(),
                 used: false,
+                owner,
             },
         );
         Ok(token)
@@ -392,8 +398,9 @@ impl Tokens {
         token: &str,
         steps: &Value,
         inputs: Option<&Value>,
+        owner: Option<u64>,
     ) -> Result<(Request, Value), TokenError> {
-        self.redeem(token, Channel::Model, |request, _| {
+        self.redeem(token, Channel::Model, owner, |request, _| {
             if let Some(why) = mismatch(&request.steps, steps) {
                 return Err(TokenError::Mismatch(why));
             }
@@ -413,8 +420,13 @@ impl Tokens {
 
     /// A host's retry: the request behind `token`, once, when the plan it resent is the
     /// one approval was asked for (same digest).
-    pub fn redeem_digest(&self, token: &str, digest: &str) -> Result<Request, TokenError> {
-        self.redeem(token, Channel::Host, |request, _| {
+    pub fn redeem_digest(
+        &self,
+        token: &str,
+        digest: &str,
+        owner: Option<u64>,
+    ) -> Result<Request, TokenError> {
+        self.redeem(token, Channel::Host, owner, |request, _| {
             if request.digest == digest {
                 Ok(())
             } else {
@@ -428,12 +440,14 @@ impl Tokens {
         &self,
         token: &str,
         channel: Channel,
+        owner: Option<u64>,
         check: impl FnOnce(&Request, &Value) -> Result<(), TokenError>,
     ) -> Result<(Request, Value), TokenError> {
         let mut pending = self.lock();
+        // Another session's token is as unknown here as a made-up one.
         let entry = pending
             .get_mut(token)
-            .filter(|p| p.channel == channel)
+            .filter(|p| p.channel == channel && p.owner == owner)
             .ok_or(TokenError::Unknown)?;
         if entry.used {
             return Err(TokenError::Used);
@@ -547,30 +561,30 @@ mod tests {
         let asked = request(&[("w", "fs__write", Tier::Write)]);
         let steps = steps_of(&asked);
         let token = tokens
-            .issue(asked.clone(), json!({"plan": 1}), Channel::Model)
+            .issue(asked.clone(), json!({"plan": 1}), Channel::Model, None)
             .unwrap_or_default();
         assert!(token.starts_with("pa_") && token.len() == 35, "{token}");
         assert_eq!(
-            tokens.redeem_steps("pa_nope", &steps, None),
+            tokens.redeem_steps("pa_nope", &steps, None, None),
             Err(TokenError::Unknown)
         );
         // A host token is not the model's to redeem, and the other way round.
         assert_eq!(
-            tokens.redeem_digest(&token, &asked.digest),
+            tokens.redeem_digest(&token, &asked.digest, None),
             Err(TokenError::Unknown)
         );
         let mut changed = steps.clone();
         changed[0]["args"]["path"] = json!("/etc/passwd");
         assert_eq!(
-            tokens.redeem_steps(&token, &changed, None),
+            tokens.redeem_steps(&token, &changed, None, None),
             Err(TokenError::Mismatch("step 'w' differs in 'args'".into()))
         );
         assert!(matches!(
-            tokens.redeem_steps(&token, &json!([]), None),
+            tokens.redeem_steps(&token, &json!([]), None, None),
             Err(TokenError::Mismatch(_))
         ));
         assert!(matches!(
-            tokens.redeem_steps(&token, &steps, Some(&json!({"x": 1}))),
+            tokens.redeem_steps(&token, &steps, Some(&json!({"x": 1})), None),
             Err(TokenError::Mismatch(_))
         ));
         // Repeated as JSON text, and with 420.0 written back as 420: the same steps.
@@ -578,12 +592,12 @@ mod tests {
             .unwrap_or_default()
             .replace("420.0", "420");
         let (got, arguments) = tokens
-            .redeem_steps(&token, &Value::String(text), None)
+            .redeem_steps(&token, &Value::String(text), None, None)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got, asked);
         assert_eq!(arguments, json!({"plan": 1}));
         assert_eq!(
-            tokens.redeem_steps(&token, &steps, None),
+            tokens.redeem_steps(&token, &steps, None, None),
             Err(TokenError::Used)
         );
     }
@@ -593,22 +607,22 @@ mod tests {
         let tokens = Tokens::with_ttl(Duration::ZERO);
         let asked = request(&[("rm", "fs__rm", Tier::Destructive)]);
         let token = tokens
-            .issue(asked.clone(), Value::Null, Channel::Host)
+            .issue(asked.clone(), Value::Null, Channel::Host, None)
             .unwrap_or_default();
         std::thread::sleep(Duration::from_millis(5));
         assert!(matches!(
-            tokens.redeem_digest(&token, &asked.digest),
+            tokens.redeem_digest(&token, &asked.digest, None),
             Err(TokenError::Expired(_))
         ));
         let tokens = Tokens::default();
         let token = tokens
-            .issue(asked.clone(), Value::Null, Channel::Host)
+            .issue(asked.clone(), Value::Null, Channel::Host, None)
             .unwrap_or_default();
         assert_eq!(
-            tokens.redeem_digest(&token, &digest(&json!({"other": true}))),
+            tokens.redeem_digest(&token, &digest(&json!({"other": true})), None),
             Err(TokenError::OtherPlan)
         );
-        assert_eq!(tokens.redeem_digest(&token, &asked.digest), Ok(asked));
+        assert_eq!(tokens.redeem_digest(&token, &asked.digest, None), Ok(asked));
     }
 
     #[test]
@@ -626,15 +640,46 @@ mod tests {
         // The model repeats them with the steps, like the arguments.
         let tokens = Tokens::default();
         let token = tokens
-            .issue(asked.clone(), Value::Null, Channel::Model)
+            .issue(asked.clone(), Value::Null, Channel::Model, None)
             .unwrap_or_default();
         let mut changed = steps_of(&asked);
         changed[0]["foreach"] = json!("other.files");
         assert!(matches!(
-            tokens.redeem_steps(&token, &changed, None),
+            tokens.redeem_steps(&token, &changed, None, None),
             Err(TokenError::Mismatch(_))
         ));
-        assert!(tokens.redeem_steps(&token, &steps_of(&asked), None).is_ok());
+        assert!(
+            tokens
+                .redeem_steps(&token, &steps_of(&asked), None, None)
+                .is_ok()
+        );
+    }
+
+    /// Over HTTP a token is redeemed only in the session it was handed to: in another,
+    /// it is as unknown as a made-up one, and stays good for its own.
+    #[test]
+    fn a_token_is_redeemed_only_by_its_session() {
+        let tokens = Tokens::default();
+        let asked = request(&[("w", "fs__write", Tier::Write)]);
+        let token = tokens
+            .issue(asked.clone(), Value::Null, Channel::Model, Some(1))
+            .unwrap_or_default();
+        let steps = steps_of(&asked);
+        for other in [Some(2), None] {
+            assert_eq!(
+                tokens.redeem_steps(&token, &steps, None, other),
+                Err(TokenError::Unknown)
+            );
+        }
+        assert!(tokens.redeem_steps(&token, &steps, None, Some(1)).is_ok());
+        let host = tokens
+            .issue(asked.clone(), Value::Null, Channel::Host, Some(1))
+            .unwrap_or_default();
+        assert_eq!(
+            tokens.redeem_digest(&host, &asked.digest, Some(2)),
+            Err(TokenError::Unknown)
+        );
+        assert!(tokens.redeem_digest(&host, &asked.digest, Some(1)).is_ok());
     }
 
     #[test]
@@ -642,14 +687,14 @@ mod tests {
         let tokens = Tokens::default();
         let asked = request(&[("w", "fs__write", Tier::Write)]);
         let first = tokens
-            .issue(asked.clone(), Value::Null, Channel::Model)
+            .issue(asked.clone(), Value::Null, Channel::Model, None)
             .unwrap_or_default();
         for _ in 0..MAX_TOKENS {
-            let _ = tokens.issue(asked.clone(), Value::Null, Channel::Model);
+            let _ = tokens.issue(asked.clone(), Value::Null, Channel::Model, None);
         }
         assert_eq!(tokens.lock().len(), MAX_TOKENS);
         assert_eq!(
-            tokens.redeem_steps(&first, &steps_of(&asked), None),
+            tokens.redeem_steps(&first, &steps_of(&asked), None, None),
             Err(TokenError::Unknown)
         );
     }

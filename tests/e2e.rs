@@ -1048,3 +1048,26 @@ fn command_lines_it_cannot_use_exit_64() -> R {
     assert!(stderr.contains("one of: claude-desktop"), "{stderr}");
     Ok(())
 }
+
+/// A stdio server whose `cwd` is not a folder fails to start saying so, not that its
+/// command was not found (what the OS reports).
+#[test]
+fn a_missing_cwd_is_named() -> R {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::write(
+        &config,
+        "[servers.lost]\ncommand = \"sh\"\nargs = [\"-c\", \"true\"]\ncwd = \"no-such-folder\"\n",
+    )?;
+    let out = Command::new(common::bin())
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("no-such-folder is not a folder"),
+        "{stdout}"
+    );
+    Ok(())
+}

@@ -33,7 +33,7 @@ env_inherit = ["AWS_*"]
 
 [servers.remote]
 url = "http://user:pw-in-url-xyz@127.0.0.1:9/mcp?key=query-secret-xyz"
-headers = {{ Authorization = "Bearer ${{OTHER_TOKEN}}" }}
+headers = {{ X-Api-Key = "Bearer ${{OTHER_TOKEN}}" }}
 startup_timeout_ms = 3000
 "#
     );

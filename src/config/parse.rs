@@ -223,10 +223,23 @@ impl Cx<'_> {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(self.key_error(s, "url", "must start with http:// or https://"));
                 }
-                Transport::Http {
-                    url,
-                    headers: self.map(s, "headers", get("headers"))?,
+                let headers = self.map(s, "headers", get("headers"))?;
+                // User info in the URL becomes Basic auth, which would replace the
+                // configured header: the server would not get what the config says.
+                let authority = url.split("://").nth(1).unwrap_or_default();
+                let authority = authority.split(['/', '?', '#']).next().unwrap_or_default();
+                let both = authority.contains('@')
+                    && headers
+                        .keys()
+                        .any(|k| k.eq_ignore_ascii_case("authorization"));
+                if both {
+                    return Err(self.key_error(
+                        s,
+                        "headers",
+                        "sets Authorization while the url has user info (user:password@), which would replace it: keep one",
+                    ));
                 }
+                Transport::Http { url, headers }
             }
             (None, None, Some(kind)) => Transport::Builtin {
                 kind: kind

@@ -374,3 +374,18 @@ fn a_leading_tilde_is_the_home_folder_in_paths() {
         Some(Path::new("/home/me/audit.jsonl"))
     );
 }
+
+/// User info in a server's URL becomes Basic auth and would replace a configured
+/// `Authorization` header: both at once is refused, naming why. Either alone is fine.
+#[test]
+fn url_user_info_and_an_authorization_header_exclude_each_other() {
+    let both = "[servers.r]\nurl = \"https://me:pw@example.com/mcp\"\nheaders = { authorization = \"Bearer x\" }\n";
+    let err = parse(both).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        err.contains("[servers.r]") && err.contains("headers") && err.contains("user info"),
+        "{err}"
+    );
+    let header = "[servers.r]\nurl = \"https://example.com/mcp?a=b@c\"\nheaders = { Authorization = \"Bearer x\" }\n";
+    assert!(parse(header).is_ok());
+    assert!(parse("[servers.r]\nurl = \"https://me:pw@example.com/mcp\"\n").is_ok());
+}

@@ -147,9 +147,16 @@ pub(crate) async fn connect(
             die_with_parent(&mut cmd);
             let mut wrap = CommandWrap::from(cmd);
             wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-            let mut child = wrap
-                .spawn()
-                .map_err(|e| format!("cannot start '{command}': {e}"))?;
+            let mut child = wrap.spawn().map_err(|e| match cwd {
+                // The OS says only "not found": name the folder when it is the folder.
+                Some(dir) if !dir.is_dir() => {
+                    format!(
+                        "cannot start '{command}': its cwd {} is not a folder",
+                        dir.display()
+                    )
+                }
+                _ => format!("cannot start '{command}': {e}"),
+            })?;
             let group =
                 child
                     .id()

@@ -131,12 +131,13 @@ impl Upstream {
         };
         let steps = arguments.get("steps").cloned().unwrap_or(Value::Null);
         let inputs = arguments.get("inputs");
-        let (asked, plan) = match self.runner.tokens.redeem_steps(token, &steps, inputs) {
+        let owner = Caller::of(context, &self.session).owner();
+        let tokens = &self.runner.tokens;
+        let (asked, plan) = match tokens.redeem_steps(token, &steps, inputs, owner) {
             Ok(found) => found,
             Err(refused) => return tool_error(format!("{refused}; nothing ran")).into(),
         };
         let cancel = self.shutdown.child_token();
-        let owner = Caller::of(context, &self.session).owner();
         let checked = match self.runner.check(plan, owner, &cancel).await {
             Ok(checked) => checked,
             Err(why) => return unchecked(why),
@@ -170,11 +171,13 @@ impl Upstream {
         answer: Answer,
         context: &RequestContext<RoleServer>,
     ) -> Result<Arc<Approval>, Instead> {
+        // A token is redeemed only in the session it was handed to.
+        let owner = Caller::of(context, &self.session).owner();
         if let Some(state) = answer.state {
             let approved = self
                 .runner
                 .tokens
-                .redeem_digest(&state, &asked.digest)
+                .redeem_digest(&state, &asked.digest, owner)
                 .map_err(|refused| tool_error(format!("{refused}; nothing ran")))?;
             if approved.steps != asked.steps || approved.inputs != asked.inputs {
                 return Err(tool_error(
@@ -211,7 +214,7 @@ impl Upstream {
                 let token = self
                     .runner
                     .tokens
-                    .issue(asked, Value::Null, Channel::Host)
+                    .issue(asked, Value::Null, Channel::Host, owner)
                     .map_err(|e| tool_error(format!("{e}; nothing ran")))?;
                 let request = InputRequest::Elicitation(ElicitRequest::new(params));
                 let requests = InputRequests::from([(APPROVAL_KEY.to_owned(), request)]);
@@ -233,7 +236,7 @@ impl Upstream {
         let token = self
             .runner
             .tokens
-            .issue(asked.clone(), arguments, Channel::Model)
+            .issue(asked.clone(), arguments, Channel::Model, owner)
             .map_err(|e| tool_error(format!("{e}; nothing ran")))?;
         Err(needs_approval(&asked, &token, expires_in_s).into())
     }
