@@ -448,12 +448,12 @@ fn a_task_augmented_call_is_not_answered_with_a_task() -> R {
     let mut raw = common::RawProxy::start(&everything_config(""))?;
     raw.list_tools()?;
     let call = r#"{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"everything__simulate-research-query","arguments":{"topic":"rust"},"task":{"ttl":60000}}}"#;
-    let reply = raw.exchange(call)?;
+    let reply = raw.answer(call)?;
     assert_eq!(reply["id"], 50, "{reply}");
     assert!(reply["result"].get("task").is_none(), "{reply}");
     assert_eq!(reply["result"]["isError"], true, "{reply}");
     let echo = r#"{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{"name":"everything__echo","arguments":{"message":"hi"},"task":{"ttl":60000}}}"#;
-    let reply = raw.exchange(echo)?;
+    let reply = raw.answer(echo)?;
     assert!(
         reply["result"]["content"].to_string().contains("hi"),
         "{reply}"

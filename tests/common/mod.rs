@@ -418,6 +418,18 @@ impl RawProxy {
         self.read()
     }
 
+    /// Sends a request line and reads the next message that is not a notification (a
+    /// `list_changed` may come at any time).
+    pub fn answer(&mut self, line: &str) -> anyhow::Result<Value> {
+        self.send(line)?;
+        loop {
+            let message = self.read()?;
+            if message.get("id").is_some() || message.get("method").is_none() {
+                return Ok(message);
+            }
+        }
+    }
+
     /// Closes stdin and waits for planmux to exit.
     pub fn finish(self) -> anyhow::Result<std::process::ExitStatus> {
         let Self {
