@@ -77,7 +77,7 @@ fn hostile_host_lines_are_answered() -> R {
 #[test]
 fn params_that_do_not_fit_their_method_are_named() -> R {
     let mut raw = common::RawProxy::start("[servers.chaos]\nbuiltin = \"chaos\"\n")?;
-    raw.exchange(RAW_INIT)?;
+    raw.answer(RAW_INIT)?;
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
     let misfits = [
         (
@@ -93,7 +93,7 @@ fn params_that_do_not_fit_their_method_are_named() -> R {
         (4, r#""resources/read","params":{}"#, "missing field `uri`"),
     ];
     for (id, rest, words) in misfits {
-        let reply = raw.exchange(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{rest}}}"#))?;
+        let reply = raw.answer(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{rest}}}"#))?;
         assert_eq!(reply["id"], id, "{reply}");
         assert_eq!(reply["error"]["code"], -32602, "{reply}");
         let message = reply["error"]["message"].as_str().unwrap_or_default();
@@ -102,9 +102,9 @@ fn params_that_do_not_fit_their_method_are_named() -> R {
             "{id}: {reply}"
         );
     }
-    let unknown = raw.exchange(r#"{"jsonrpc":"2.0","id":5,"method":"tools/frobnicate"}"#)?;
+    let unknown = raw.answer(r#"{"jsonrpc":"2.0","id":5,"method":"tools/frobnicate"}"#)?;
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
-    let reply = raw.exchange(&echo_call(6, "true"))?;
+    let reply = raw.answer(&echo_call(6, "true"))?;
     assert_eq!(reply["result"]["structuredContent"], json!({"v": true}));
     assert!(raw.finish()?.success());
     Ok(())
