@@ -341,8 +341,8 @@ impl Tokens {
     }
 
     /// Remembers `request` for the plan sent as `arguments` and returns its new token,
-    /// redeemable only by the session `owner` (over HTTP; `None`: a stateless request's,
-    /// or a stdio host's one session).
+    /// redeemable only in the session `owner` (`None`: a request that has none, such as
+    /// a stateless HTTP request).
     pub fn issue(
         &self,
         request: Request,
