@@ -130,12 +130,7 @@ async fn progress_is_forwarded_with_the_hosts_token() -> R {
     })
     .await;
     assert!(seen, "expected 3 progress notifications");
-    let progress = proxy
-        .recorder
-        .seen
-        .lock()
-        .map(|s| s.progress.clone())
-        .unwrap_or_default();
+    let progress = proxy.recorder.progress();
     assert!(
         progress.iter().all(|p| p.progress_token == sent_token),
         "tokens: {progress:?}"

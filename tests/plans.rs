@@ -125,12 +125,7 @@ async fn progress_comes_once_per_finished_step() -> R {
         handle.await_response().await?,
         ServerResult::CallToolResult(_)
     ));
-    let progress = proxy
-        .recorder
-        .seen
-        .lock()
-        .map(|s| s.progress.clone())
-        .unwrap_or_default();
+    let progress = proxy.recorder.progress();
     assert!(progress.iter().all(|p| p.progress_token == sent));
     let steps: Vec<(f64, Option<f64>)> = progress.iter().map(|p| (p.progress, p.total)).collect();
     assert_eq!(
@@ -155,12 +150,7 @@ async fn progress_comes_once_per_finished_step() -> R {
         .send_cancellable_request(request, PeerRequestOptions::no_options().with_meta(meta))
         .await?;
     handle.await_response().await?;
-    let progress = proxy
-        .recorder
-        .seen
-        .lock()
-        .map(|s| s.progress.clone())
-        .unwrap_or_default();
+    let progress = proxy.recorder.progress();
     let message = progress
         .last()
         .and_then(|p| p.message.clone())

@@ -71,6 +71,17 @@ pub struct Recorder {
     pub url_elicitation: bool,
 }
 
+impl Recorder {
+    /// The progress notifications heard so far, in order.
+    #[allow(dead_code)]
+    pub fn progress(&self) -> Vec<ProgressNotificationParam> {
+        self.seen
+            .lock()
+            .map(|s| s.progress.clone())
+            .unwrap_or_default()
+    }
+}
+
 impl ClientHandler for Recorder {
     fn get_info(&self) -> ClientConfig {
         let capabilities = if self.capable {
