@@ -305,17 +305,27 @@ impl Config {
 
     /// Reads and validates one file; relative paths in it resolve against its folder.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
-            file: file.clone(),
+            file: path.display().to_string(),
             error,
         })?;
+        Self::parse_file(path, &text, &|name| std::env::var(name).ok())
+    }
+
+    /// Validates `text`, read from the file at `path` (relative paths in it resolve
+    /// against its folder); `env` looks up `${VAR}`.
+    pub fn parse_file(
+        path: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         let base = std::path::absolute(&base).unwrap_or(base);
-        let mut config = Self::parse(&text, &file, &base, &|name| std::env::var(name).ok())?;
+        let mut config = Self::parse(text, &file, &base, env)?;
         config.lock_path = Some(base.join(crate::lock::LOCK_FILE));
         Ok(config)
     }

@@ -217,9 +217,7 @@ fn checked(config: &Path, text: &str) -> Result<()> {
             Some(String::new())
         })
     };
-    let base = config.parent().unwrap_or(Path::new("."));
-    let shown = config.display().to_string();
-    let parsed = planmux::config::Config::parse(text, &shown, base, &env);
+    let parsed = planmux::config::Config::parse_file(config, text, &env);
     let unset = unset.into_inner().join(", ");
     match parsed {
         Err(error) if unset.is_empty() => {

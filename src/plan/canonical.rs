@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use super::condition::Condition;
 use super::model::{Plan, Step};
 use super::refs::{RawRef, RawRoot, format_path};
-use super::template::{Piece, Template};
+use super::template::{Template, Writer};
 
 impl RawRef {
     /// The reference in canonical text: `STEP.PATH`, `steps[N].PATH` or `input.PATH`
@@ -39,28 +39,12 @@ impl Template<RawRef> {
     /// the object form when they carry a JSONPath), spliced ones as `${…}`, and literal
     /// text with `$${` escapes where it needs them.
     pub fn to_canonical(&self) -> Value {
-        match self {
-            Template::Literal(value) => escape_value(value),
-            Template::Ref(r) => r.whole_value(),
-            Template::Text(pieces) => Value::String(
-                pieces
-                    .iter()
-                    .map(|piece| match piece {
-                        Piece::Text(text) => escape_text(text),
-                        Piece::Ref(r) => format!("${{{}}}", r.canonical()),
-                    })
-                    .collect(),
-            ),
-            Template::Array(items) => {
-                Value::Array(items.iter().map(Template::to_canonical).collect())
-            }
-            Template::Object(fields) => Value::Object(
-                fields
-                    .iter()
-                    .map(|(k, t)| (k.clone(), t.to_canonical()))
-                    .collect(),
-            ),
-        }
+        self.to_json(&Writer {
+            literal: &escape_value,
+            text: &escape_text,
+            whole: &RawRef::whole_value,
+            spliced: &|r| format!("${{{}}}", r.canonical()),
+        })
     }
 }
 

@@ -67,27 +67,25 @@ impl Template {
     /// The template as JSON for a person to read: literals as they are, a whole
     /// reference as `"$ref:…"`, one inside text as `${…}` (what each reads, canonically).
     pub fn written(&self) -> Value {
-        match self {
-            Template::Literal(value) => value.clone(),
-            Template::Ref(r) => Value::String(format!("$ref:{r}")),
-            Template::Text(pieces) => Value::String(
-                pieces
-                    .iter()
-                    .map(|piece| match piece {
-                        Piece::Text(text) => text.clone(),
-                        Piece::Ref(r) => format!("${{{r}}}"),
-                    })
-                    .collect(),
-            ),
-            Template::Array(items) => Value::Array(items.iter().map(Template::written).collect()),
-            Template::Object(fields) => Value::Object(
-                fields
-                    .iter()
-                    .map(|(k, t)| (k.clone(), t.written()))
-                    .collect(),
-            ),
-        }
+        self.to_json(&Writer {
+            literal: &Value::clone,
+            text: &str::to_owned,
+            whole: &|r| Value::String(format!("$ref:{r}")),
+            spliced: &|r| format!("${{{r}}}"),
+        })
     }
+}
+
+/// How [`Template::to_json`] writes each part of a template.
+pub(super) struct Writer<'a, R> {
+    /// A subtree with no references.
+    pub literal: &'a dyn Fn(&Value) -> Value,
+    /// Literal text inside a string with references.
+    pub text: &'a dyn Fn(&str) -> String,
+    /// A whole value that is a reference.
+    pub whole: &'a dyn Fn(&R) -> Value,
+    /// A reference inside a string.
+    pub spliced: &'a dyn Fn(&R) -> String,
 }
 
 impl Ref {
@@ -354,6 +352,32 @@ fn collapse_object<R>(parts: Vec<(String, Template<R>)>) -> Template<R> {
 }
 
 impl<R> Template<R> {
+    /// The template as JSON, each part written by `write`.
+    pub(super) fn to_json(&self, write: &Writer<'_, R>) -> Value {
+        match self {
+            Template::Literal(value) => (write.literal)(value),
+            Template::Ref(r) => (write.whole)(r),
+            Template::Text(pieces) => Value::String(
+                pieces
+                    .iter()
+                    .map(|piece| match piece {
+                        Piece::Text(text) => (write.text)(text),
+                        Piece::Ref(r) => (write.spliced)(r),
+                    })
+                    .collect(),
+            ),
+            Template::Array(items) => {
+                Value::Array(items.iter().map(|item| item.to_json(write)).collect())
+            }
+            Template::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.to_json(write)))
+                    .collect(),
+            ),
+        }
+    }
+
     fn into_literal(self) -> Option<Value> {
         match self {
             Template::Literal(value) => Some(value),

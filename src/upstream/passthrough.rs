@@ -81,13 +81,13 @@ impl Passthrough {
         // Arguments that are not an object are refused by rmcp's path, saying so. A
         // task-augmented call (SEP-1686) goes there too: planmux offers no tasks, so the
         // call runs as a plain one rather than hand the host a task it cannot read back.
-        let arguments_ok = matches!(
+        let plain = matches!(
             request.pointer("/params/arguments"),
             None | Some(Value::Object(_) | Value::Null)
         ) && request.pointer("/params/task").is_none();
         let name = match (&request["method"], request.pointer("/params/name")) {
             (Value::String(method), Some(Value::String(name)))
-                if id_ok && arguments_ok && method == "tools/call" =>
+                if id_ok && plain && method == "tools/call" =>
             {
                 name.clone()
             }
