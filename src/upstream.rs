@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::APPROVE_PLAN_TOOL;
 use crate::config::ProxySettings;
-use crate::downstream::{Caller, DownstreamError, Downstreams, HostLink, Session};
+use crate::downstream::{Caller, DownstreamError, Downstreams, HostLink, RawRoute, Session};
 use crate::plan::EXECUTE_PLAN_TOOL;
 use crate::policy::{Confirm, Route};
 use crate::runner::PlanRunner;
@@ -104,20 +104,20 @@ impl Upstream {
         self.runner.pipeline(name).is_some() && self.downstreams.catalog().get(name).is_none()
     }
 
-    /// Whether a host's `tools/call` of `name` may take the passthrough path now: one
-    /// host (stdio) that introduced itself with `initialize` before protocol 2026-07-28
-    /// (which needs `resultType` set), and a downstream tool whose server is up on a line
-    /// connection.
-    fn passes_through(&self, name: &str) -> bool {
+    /// Where a host's `tools/call` of `name` goes on the passthrough path, if it may take
+    /// it now: one host (stdio) that introduced itself with `initialize` before protocol
+    /// 2026-07-28 (which needs `resultType` set), and a downstream tool whose server is up
+    /// on a line connection.
+    fn passes_through(&self, name: &str) -> Option<RawRoute> {
         let legacy = self.host.get().is_some_and(|peer| {
             peer.peer_info()
                 .is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28)
         });
-        legacy
-            && !self.host.is_shared()
-            && ![EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name)
-            && !self.is_pipeline(name)
-            && self.downstreams.takes_raw(name)
+        let ours = [EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name);
+        if !legacy || self.host.is_shared() || ours || self.is_pipeline(name) {
+            return None;
+        }
+        self.downstreams.raw_route(name)
     }
 
     /// The tools of the pipelines that can run now, less those `[policy] deny` names.

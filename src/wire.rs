@@ -66,11 +66,44 @@ pub const REFUSED: &str = "planmux/refusedAnswer";
 /// types leave out is still there.
 pub type Inbound = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
-/// May take a message off the stream before it is decoded (true: taken, rmcp never sees
-/// it): how calls forwarded as raw JSON get their messages. It gets the message's line
+/// May take a message off the stream before it is decoded (rmcp never sees a message
+/// taken): how calls forwarded as raw JSON get their messages. It gets the message's line
 /// without its newline, and may keep the buffer itself (`std::mem::take`), so a large
 /// message is moved, not copied.
-pub type Divert = Arc<dyn Fn(&mut Vec<u8>) -> bool + Send + Sync>;
+pub type Divert = Arc<dyn Fn(&mut Vec<u8>) -> Diverted + Send + Sync>;
+
+/// What a [`Divert`] hook did with a message.
+pub enum Diverted {
+    /// Left it for rmcp.
+    Left,
+    /// Took it.
+    Taken,
+    /// Took it, and made this message of it, written before the next one is read: in
+    /// wire order, and held back while the other stream's queue is full.
+    Forward(Forward),
+}
+
+impl Diverted {
+    /// Whether the message was taken.
+    pub fn taken(&self) -> bool {
+        !matches!(self, Self::Left)
+    }
+}
+
+/// A message for a stream: `bytes[from..]`, without its newline (one built in place in a
+/// larger buffer is not copied).
+pub struct Forward {
+    pub to: RawSender,
+    pub bytes: Vec<u8>,
+    pub from: usize,
+}
+
+impl Forward {
+    /// Writes it (queues it for the stream's writer).
+    pub async fn send(self) -> io::Result<()> {
+        self.to.send_from(self.bytes, self.from).await
+    }
+}
 
 /// Writes whole messages to the stream, in order with everything else written to it.
 /// It does not keep the stream open: once the transport is closed or dropped, the writer
@@ -91,6 +124,18 @@ impl RawSender {
         let writer = self.0.upgrade().ok_or_else(closed)?;
         writer.send((bytes, from, None)).await.map_err(|_| closed())
     }
+
+    /// Queues one encoded message if the queue has room now; gives it back if not (the
+    /// queue is full, or the stream closed).
+    pub fn try_send(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
+        let Some(writer) = self.0.upgrade() else {
+            return Err(bytes);
+        };
+        writer.try_send((bytes, 0, None)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full((bytes, ..))
+            | mpsc::error::TrySendError::Closed((bytes, ..)) => bytes,
+        })
+    }
 }
 
 /// May encode an outgoing message itself: its bytes, or `None` for the usual encoding.
@@ -109,8 +154,9 @@ pub struct LineTransport<R: ServiceRole, In> {
     /// Who is at the other end, for messages ("the host", "server 'fs'").
     peer: String,
     writer: mpsc::Sender<Frame>,
-    /// An error reply that could not be queued yet (the queue was full).
-    reply: Option<Vec<u8>>,
+    /// A message to write before reading on (an error reply, or what a divert hook made),
+    /// kept while its stream's queue is full.
+    outgoing: Option<Forward>,
     /// Serving: notifications before the first request are dropped.
     awaiting_request: bool,
     /// Cancelled when the peer closes its side.
@@ -139,7 +185,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             limits,
             peer: peer.into(),
             writer,
-            reply: None,
+            outgoing: None,
             awaiting_request: false,
             eof: CancellationToken::new(),
             inbound: None,
@@ -244,12 +290,14 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             Line::Oversized(size) => Problem::TooLarge(size),
             Line::Whole => match nesting(&self.line) {
                 depth if depth > self.limits.max_nesting => Problem::TooDeep(depth),
-                _ if self
-                    .divert
-                    .as_ref()
-                    .is_some_and(|divert| divert(&mut self.line)) =>
+                _ if let Some(divert) = &self.divert
+                    && let diverted @ (Diverted::Taken | Diverted::Forward(_)) =
+                        divert(&mut self.line) =>
                 {
-                    return Decoded::Skip;
+                    return match diverted {
+                        Diverted::Forward(forward) => Decoded::Forward(forward),
+                        _ => Decoded::Skip,
+                    };
                 }
                 _ => match parse::<R>(&self.line) {
                     Ok(message) => {
@@ -280,6 +328,15 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
         Decoded::Message(message)
     }
 
+    /// `bytes` for this stream's peer.
+    fn reply(&self, bytes: Vec<u8>) -> Decoded<R> {
+        Decoded::Forward(Forward {
+            to: self.sender(),
+            bytes,
+            from: 0,
+        })
+    }
+
     /// The answer to a message that cannot be delivered: an error reply to a request, an
     /// error response in place of a response, or (with no readable id) a log line.
     fn reject(&self, envelope: Envelope, problem: Problem) -> Decoded<R> {
@@ -290,7 +347,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             let reply = json!({"jsonrpc": "2.0", "id": null, "error": {
                 "code": ErrorCode::INVALID_REQUEST.0,
                 "message": format!("{message} (an id is a string or an integer)")}});
-            return Decoded::Reply(reply.to_string().into_bytes());
+            return self.reply(reply.to_string().into_bytes());
         }
         let Some(id) = envelope.id else {
             tracing::warn!(peer = %self.peer, "dropped a message without a readable id: {message}");
@@ -310,7 +367,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
                 let error = ErrorData::new(problem.code(), message, None);
                 let reply = JsonRpcError::new(Some(id), error);
                 match serde_json::to_vec(&reply) {
-                    Ok(bytes) => Decoded::Reply(bytes),
+                    Ok(bytes) => self.reply(bytes),
                     Err(_) => Decoded::Skip,
                 }
             }
@@ -320,13 +377,15 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
                 let error = ErrorData::new(ErrorCode::INTERNAL_ERROR, message, Some(refused));
                 let response = JsonRpcError::new(Some(id), error);
                 // An answer to a raw call goes to that call, like any other answer of its.
-                let diverted = self.divert.as_ref().is_some_and(|divert| {
-                    serde_json::to_vec(&response).is_ok_and(|mut bytes| divert(&mut bytes))
-                });
-                if diverted {
-                    return Decoded::Skip;
+                let diverted = match (&self.divert, serde_json::to_vec(&response)) {
+                    (Some(divert), Ok(mut bytes)) => divert(&mut bytes),
+                    _ => Diverted::Left,
+                };
+                match diverted {
+                    Diverted::Left => Decoded::Message(JsonRpcMessage::Error(response)),
+                    Diverted::Taken => Decoded::Skip,
+                    Diverted::Forward(forward) => Decoded::Forward(forward),
                 }
-                Decoded::Message(JsonRpcMessage::Error(response))
             }
             Kind::Notification | Kind::Bare | Kind::BadId => Decoded::Skip,
         }
@@ -368,7 +427,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             return Decoded::Skip;
         }
         // One frame, one line per answer: the writer ends it with the last newline.
-        Decoded::Reply(replies.join("\n").into_bytes())
+        self.reply(replies.join("\n").into_bytes())
     }
 }
 
@@ -454,11 +513,28 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<R>> {
         loop {
-            if self.reply.is_some() {
-                // Reserve first, take after: a cancelled wait loses nothing.
-                let permit = self.writer.reserve().await.ok()?;
-                if let Some(reply) = self.reply.take() {
-                    permit.send((reply, 0, None));
+            if let Some(outgoing) = &self.outgoing {
+                // Reserve first, take after: a cancelled wait loses nothing. A closed
+                // stream takes nothing more.
+                let writer = outgoing.to.0.upgrade();
+                let permit = match writer.as_ref() {
+                    Some(writer) => writer.reserve().await.ok(),
+                    None => None,
+                };
+                let outgoing = self.outgoing.take();
+                match (permit, outgoing) {
+                    (Some(permit), Some(outgoing)) => {
+                        permit.send((outgoing.bytes, outgoing.from, None))
+                    }
+                    // This stream's own writer failed: the session is over.
+                    (None, _)
+                        if writer
+                            .as_ref()
+                            .is_some_and(|w| w.same_channel(&self.writer)) =>
+                    {
+                        return None;
+                    }
+                    _ => {}
                 }
             }
             let Some(line) = self.read_line().await else {
@@ -472,7 +548,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
             }
             match decoded {
                 Decoded::Message(message) => return Some(message),
-                Decoded::Reply(reply) => self.reply = Some(reply),
+                Decoded::Forward(forward) => self.outgoing = Some(forward),
                 Decoded::Skip => {}
             }
         }
@@ -516,7 +592,8 @@ enum Line {
 
 enum Decoded<R: ServiceRole> {
     Message(RxJsonRpcMessage<R>),
-    Reply(Vec<u8>),
+    /// To write (on this stream or another) before reading on.
+    Forward(Forward),
     Skip,
 }
 

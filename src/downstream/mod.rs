@@ -7,6 +7,7 @@ mod sessions;
 pub use raw::RawReply;
 mod relay;
 mod resources;
+mod routed;
 mod server;
 mod tap;
 mod transport;
@@ -21,6 +22,7 @@ use tokio_util::task::TaskTracker;
 
 pub use fields::restore as restore_tool_fields;
 pub use relay::{Caller, Changed, HostLink, LogLevel, Session};
+pub use routed::{RawRoute, RouteSink, RoutedCall};
 pub use server::{Offer, Server, State};
 
 use crate::catalog::{Catalog, Pins, Resources, ServerResources, ServerTools};
@@ -425,6 +427,21 @@ impl Downstreams {
     /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
     pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
         self.ready_for(name).await;
+        self.decide(name, route)
+    }
+
+    /// [`Self::authorize`] without waiting: `None` when it would wait (servers still
+    /// starting within the list grace, or `name` not listed yet).
+    pub fn authorize_now(&self, name: &str, route: &Route) -> Option<Result<Authorized, Denied>> {
+        let settled = self.is_started()
+            || self
+                .grace_ends
+                .get()
+                .is_some_and(|ends| tokio::time::Instant::now() >= *ends);
+        (settled && self.catalog().get(name).is_some()).then(|| self.decide(name, route))
+    }
+
+    fn decide(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
         let catalog = self.catalog();
         let tier = catalog.get(name).map(|e| e.tier);
         let held = catalog.quarantined().iter().find(|q| q.exported == name);
@@ -511,17 +528,31 @@ impl Downstreams {
         }
     }
 
-    /// Whether a call of `name` can take the passthrough path now: a catalog tool whose
+    /// Where a call of `name` can take the passthrough path now: a catalog tool whose
     /// server is up on a line connection.
-    pub fn takes_raw(&self, name: &str) -> bool {
+    pub fn raw_route(&self, name: &str) -> Option<RawRoute> {
         // A plain lookup: this runs on the host's read path, where an unknown name must
         // not cost the closest-name hints `locate` builds for its error.
         let catalog = self.catalog();
-        let Some(entry) = catalog.get(name) else {
-            return false;
-        };
-        self.server(&entry.server)
-            .is_some_and(|server| matches!(server.state(), State::Ready(live) if live.takes_raw()))
+        let entry = catalog.get(name)?;
+        match self.server(&entry.server)?.state() {
+            State::Ready(live) => Some(RawRoute {
+                exported: name.to_owned(),
+                tool: entry.tool.clone(),
+                calls: live.raw.clone()?,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Notes the resource links in a tool result that came as JSON text from `server`
+    /// (what a client may read next), as for a decoded one.
+    pub fn note_raw_links(&self, server: &str, result: &[u8]) {
+        if memchr::memmem::find(result, b"\"resource").is_some()
+            && let Ok(result) = serde_json::from_slice::<CallToolResult>(result)
+        {
+            self.links.note(server, &result);
+        }
     }
 
     /// [`Self::call_tool`] on the passthrough path: `request` is the host's `tools/call`
@@ -554,11 +585,8 @@ impl Downstreams {
                 return Err(DownstreamError::Closed { server: server.config.name.clone() });
             }
         };
-        if let Some(result) = reply.result()
-            && memchr::memmem::find(result, b"\"resource").is_some()
-            && let Ok(result) = serde_json::from_slice::<CallToolResult>(result)
-        {
-            self.links.note(&server.config.name, &result);
+        if let Some(result) = reply.result() {
+            self.note_raw_links(&server.config.name, result);
         }
         Ok(reply)
     }

@@ -5,12 +5,15 @@
 //!
 //! Everything else on the connection (the handshake, lists, progress, the server's own
 //! requests) stays with rmcp. Raw ids are strings with a prefix no rmcp id has (rmcp
-//! numbers its requests), so the two never meet.
+//! numbers its requests), so the two never meet. A call routed in place
+//! ([`super::routed`]) has its progress taken here too.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
@@ -21,19 +24,40 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::routed::Routed;
 use super::server::Live;
-use crate::wire::{Divert, RawSender};
+use crate::wire::{Divert, Diverted, RawSender};
 
 /// What every raw id starts with.
 const PREFIX: &str = "planmux-raw-";
 
 /// The raw calls in flight on one connection.
 pub(crate) struct RawCalls {
-    writer: RawSender,
-    pending: Mutex<HashMap<String, oneshot::Sender<RawReply>>>,
+    /// The server's name, for errors.
+    pub(super) server: String,
+    /// The server's `call_timeout_ms`.
+    pub(super) timeout: Duration,
+    pub(super) writer: RawSender,
+    pub(super) table: Mutex<Table>,
     next: AtomicU64,
     /// Finds [`PREFIX`] in a message, built once (every message of the server is scanned).
     prefix: memchr::memmem::Finder<'static>,
+}
+
+/// The calls waiting for an answer, by raw id.
+#[derive(Default)]
+pub(super) struct Table {
+    pub(super) waiting: HashMap<String, Waiter>,
+    /// Whether a task watches the routed calls' time limits.
+    pub(super) sweeping: bool,
+}
+
+/// Who waits for a raw call's answer.
+pub(super) enum Waiter {
+    /// A call task (the passthrough's general path, a plan's step).
+    Call(oneshot::Sender<RawReply>),
+    /// A call routed in place: its answer is handed on where it is read.
+    Routed(Routed),
 }
 
 /// A server's response line to a raw call, and where its result or error is in it: read
@@ -67,46 +91,60 @@ pub(crate) struct Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.calls
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.id);
+        self.calls.table().waiting.remove(&self.id);
     }
 }
 
-/// A message's id, whether it has a `method` (then it is no response), and its result or
-/// error left as they are: one pass over the line.
+/// A message's id, its `method` (a response has none), its result or error left as they
+/// are, and a progress notification's token: one pass over the line.
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow)]
-    id: Option<std::borrow::Cow<'a, str>>,
-    method: Option<serde::de::IgnoredAny>,
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    method: Option<Cow<'a, str>>,
     #[serde(borrow)]
     result: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow)]
     error: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    params: Option<ProgressParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ProgressParams<'a> {
+    #[serde(borrow, rename = "progressToken")]
+    token: Option<&'a serde_json::value::RawValue>,
 }
 
 impl RawCalls {
-    /// Raw calls written with `writer`.
-    pub(crate) fn new(writer: RawSender) -> Arc<Self> {
+    /// Raw calls to server `server`, written with `writer`, routed ones limited to
+    /// `timeout`.
+    pub(crate) fn new(writer: RawSender, server: &str, timeout: Duration) -> Arc<Self> {
         Arc::new(Self {
+            server: server.to_owned(),
+            timeout,
             writer,
-            pending: Mutex::default(),
+            table: Mutex::default(),
             next: AtomicU64::new(1),
             prefix: memchr::memmem::Finder::new(PREFIX.as_bytes()),
         })
     }
 
+    pub(super) fn table(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A fresh raw id.
+    pub(super) fn next_id(&self) -> String {
+        format!("{PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed))
+    }
+
     /// A fresh id, waiting for its answer.
     pub(crate) fn start(self: &Arc<Self>) -> Pending {
-        let id = format!("{PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let id = self.next_id();
         let (tx, answer) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone(), tx);
+        self.table().waiting.insert(id.clone(), Waiter::Call(tx));
         Pending {
             calls: self.clone(),
             id,
@@ -124,34 +162,55 @@ impl RawCalls {
         let calls = Arc::downgrade(self);
         Arc::new(move |line: &mut Vec<u8>| {
             let Some(calls) = calls.upgrade() else {
-                return false;
+                return Diverted::Left;
             };
             // Most messages are not ours: a scan, not a parse, tells.
-            calls.prefix.find(line).is_some() && calls.take(line)
+            if calls.prefix.find(line).is_none() {
+                return Diverted::Left;
+            }
+            calls.take(line)
         })
     }
 
     /// Hands a response whose id is a raw call's to that call, with its line (moved out
-    /// of `line`).
-    fn take(&self, line: &mut Vec<u8>) -> bool {
+    /// of `line`); and a routed call's progress to where its answer will go.
+    fn take(&self, line: &mut Vec<u8>) -> Diverted {
         let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
-            return false;
-        };
-        let Some(id) = envelope.id.clone().filter(|_| envelope.method.is_none()) else {
-            return false;
-        };
-        let waiting = self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id.as_ref());
-        let Some(call) = waiting else {
-            return id.starts_with(PREFIX);
+            return Diverted::Left;
         };
         let start = line.as_ptr() as usize;
         let span = |raw: &serde_json::value::RawValue| {
             let from = raw.get().as_ptr() as usize - start;
             from..from + raw.get().len()
+        };
+        if let Some(method) = &envelope.method {
+            let token = envelope.params.as_ref().and_then(|p| p.token);
+            return match token {
+                Some(token) if method == "notifications/progress" => {
+                    let Ok(id) = serde_json::from_str::<Cow<str>>(token.get()) else {
+                        return Diverted::Left;
+                    };
+                    let token = span(token);
+                    let routed = match self.table().waiting.get(id.as_ref()) {
+                        Some(Waiter::Routed(routed)) => routed.clone(),
+                        // The general path's progress goes through the tap.
+                        _ => return Diverted::Left,
+                    };
+                    routed.progress(&id, std::mem::take(line), token)
+                }
+                _ => Diverted::Left,
+            };
+        }
+        let Some(id) = envelope.id.map(Cow::into_owned) else {
+            return Diverted::Left;
+        };
+        let waiting = self.table().waiting.remove(&id);
+        let Some(waiter) = waiting else {
+            // A call that gave up meanwhile drops the answer, as rmcp would.
+            return match id.starts_with(PREFIX) {
+                true => Diverted::Taken,
+                false => Diverted::Left,
+            };
         };
         let body = envelope.result.or(envelope.error).map(span);
         let is_error = envelope.result.is_none() && envelope.error.is_some();
@@ -160,9 +219,13 @@ impl RawCalls {
             is_error,
             line: std::mem::take(line),
         };
-        // A call that gave up meanwhile drops the answer, as rmcp would.
-        let _ = call.send(reply);
-        true
+        match waiter {
+            Waiter::Call(call) => {
+                let _ = call.send(reply);
+                Diverted::Taken
+            }
+            Waiter::Routed(routed) => routed.answered(&id, &self.server, reply),
+        }
     }
 }
 
@@ -259,7 +322,11 @@ mod tests {
         let limits = crate::wire::Limits::default();
         let transport =
             crate::wire::LineTransport::<rmcp::RoleClient, _>::new(read, write, limits, "test");
-        let calls = RawCalls::new(transport.sender());
+        let calls = RawCalls::new(
+            transport.sender(),
+            "test",
+            std::time::Duration::from_secs(60),
+        );
         let divert = calls.divert();
         let mut pending = calls.start();
         let answer = format!(
@@ -267,7 +334,7 @@ mod tests {
             pending.id
         );
         assert!(
-            !divert(&mut br#"{"jsonrpc":"2.0","id":3,"result":{}}"#.to_vec()),
+            !divert(&mut br#"{"jsonrpc":"2.0","id":3,"result":{}}"#.to_vec()).taken(),
             "rmcp's own"
         );
         let request = format!(
@@ -275,11 +342,11 @@ mod tests {
             pending.id
         );
         assert!(
-            !divert(&mut request.into_bytes()),
+            !divert(&mut request.into_bytes()).taken(),
             "a request that reuses the id"
         );
         let mut answer = answer.into_bytes();
-        assert!(divert(&mut answer));
+        assert!(divert(&mut answer).taken());
         assert!(answer.is_empty(), "the line is moved to the call");
         let reply = pending.answer.try_recv().ok();
         assert_eq!(
@@ -289,6 +356,6 @@ mod tests {
         // An answer to a call that already gave up is dropped, not passed to rmcp.
         let late = format!(r#"{{"jsonrpc":"2.0","id":"{}","result":{{}}}}"#, pending.id);
         drop(pending);
-        assert!(divert(&mut late.into_bytes()));
+        assert!(divert(&mut late.into_bytes()).taken());
     }
 }

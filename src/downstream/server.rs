@@ -30,7 +30,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long a finished call waits for its progress notifications to reach the host.
 const FLUSH_LIMIT: Duration = Duration::from_secs(1);
 /// How long a failed call waits for the connection's watcher to record why it ended.
-const SETTLE: Duration = Duration::from_secs(1);
+pub(super) const SETTLE: Duration = Duration::from_secs(1);
 /// Most pages of `tools/list` followed: a server that hands out cursors for ever is cut
 /// off here (at rmcp's usual page sizes, far more tools than any host can show).
 pub const MAX_TOOL_PAGES: usize = 100;
@@ -160,13 +160,6 @@ pub struct Live {
     routes: Arc<ProgressRoutes>,
     /// Calls forwarded as raw JSON (line connections only).
     pub(crate) raw: Option<Arc<RawCalls>>,
-}
-
-impl Live {
-    /// Whether calls can be forwarded to it as raw JSON.
-    pub(crate) fn takes_raw(&self) -> bool {
-        self.raw.is_some()
-    }
 }
 
 /// One configured downstream server.
@@ -391,14 +384,21 @@ impl Server {
             raw,
         });
         let (server, watched) = (Arc::downgrade(self), Arc::downgrade(&live));
+        let raw = live.raw.clone();
         self.tracker.spawn(async move {
             let died = transport::watch(connected, stop).await;
+            let server = server.upgrade();
             if let (Some(reason), Some(server), Some(live)) =
-                (died, server.upgrade(), watched.upgrade())
+                (died, server.as_ref(), watched.upgrade())
             {
                 server.mark_dead(&live, reason);
             }
             ended.cancel();
+            // The calls routed in place end as a call waiting here would.
+            if let (Some(raw), Some(server)) = (raw, server) {
+                raw.end(|| server.exit_error(&ServiceError::TransportClosed))
+                    .await;
+            }
             let _ = closed_tx.send(true);
         });
         Ok((live, offer))
@@ -648,6 +648,11 @@ impl Server {
     /// The error for a call whose connection broke, naming the server and, when known, why.
     async fn exited(&self, live: &Live, error: ServiceError) -> DownstreamError {
         self.settle(live).await;
+        self.exit_error(&error)
+    }
+
+    /// The error for a call whose connection ended, once the watcher recorded why.
+    fn exit_error(&self, error: &ServiceError) -> DownstreamError {
         // Libraries quote the URL they failed on: what reaches the host and the model
         // has its user info and query hidden, as the log has.
         let detail = match self.state() {

@@ -187,7 +187,7 @@ pub(crate) async fn connect(
             }
             let transport = LineTransport::new(stdout, stdin, config.wire, peer_name(config))
                 .with_inbound(noting);
-            let raw = RawCalls::new(transport.sender());
+            let raw = RawCalls::new(transport.sender(), &config.name, config.call_timeout);
             let transport = transport.with_divert(raw.divert());
             match relay
                 .serve(ProgressTap::new(transport, routes, router.clone()))
@@ -245,7 +245,7 @@ pub(crate) async fn connect(
             let (read, write) = tokio::io::split(client_io);
             let transport = LineTransport::new(read, write, config.wire, peer_name(config))
                 .with_inbound(noting);
-            let raw = RawCalls::new(transport.sender());
+            let raw = RawCalls::new(transport.sender(), &config.name, config.call_timeout);
             let transport = transport.with_divert(raw.divert());
             let service = relay
                 .serve(ProgressTap::new(transport, routes, router.clone()))

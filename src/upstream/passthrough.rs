@@ -15,41 +15,173 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use memchr::memmem::Finder;
 use rmcp::model::{CallToolResult, ErrorData, ProgressToken, RequestId};
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use super::{Upstream, tool_error};
-use crate::downstream::{Caller, DownstreamError, RawReply};
-use crate::policy::Route;
-use crate::wire::{Divert, RawSender};
+use crate::downstream::{Caller, DownstreamError, RawReply, RouteSink, RoutedCall};
+use crate::policy::{Authorized, Route};
+use crate::wire::{Divert, Diverted, Forward, RawSender};
 
 /// The calls on the passthrough path, and where their answers go.
 pub struct Passthrough {
     upstream: Upstream,
     /// The host's stream.
     writer: RawSender,
-    /// The calls in flight, by the host's request id (as JSON text), for cancellation.
-    in_flight: Mutex<HashMap<String, CancellationToken>>,
+    /// The calls in flight, by the host's request id (as JSON text).
+    in_flight: Mutex<HashMap<String, Flight>>,
     /// What tells the messages this path looks at, built once (every host message is
     /// scanned).
     cancellation: Finder<'static>,
     call: Finder<'static>,
 }
 
+/// A passthrough call in flight.
+enum Flight {
+    /// Routed in place (`downstream::routed`): its answer comes back through
+    /// [`RouteSink`].
+    Routed {
+        /// The host's request id.
+        id: Value,
+        /// The host's progress token, as JSON text, if it gave one.
+        progress: Option<String>,
+        call: RoutedCall,
+    },
+    /// On a task of its own (the checkpoint had to wait, or the server is not up, or its
+    /// queue is full): cancelling this stops it.
+    Task(CancellationToken),
+}
+
+/// A host's `tools/call` as read on its line, nothing decoded but what routes it.
+#[derive(Deserialize)]
+struct HostCall<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<CallParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+    task: Option<serde::de::IgnoredAny>,
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<CallMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CallMeta<'a> {
+    #[serde(borrow, rename = "progressToken")]
+    progress_token: Option<&'a RawValue>,
+}
+
+/// A call this path takes, and where in its line the parts it rewrites are.
+struct Plain {
+    id: Value,
+    /// `id` as JSON text: the call's key among those in flight.
+    key: String,
+    name: String,
+    /// The progress token as JSON text, when it is one (a string or an integer).
+    progress: Option<String>,
+    id_at: Range<usize>,
+    name_at: Range<usize>,
+    token_at: Option<Range<usize>>,
+}
+
+impl Plain {
+    /// The call in `line`, if it is a plain `tools/call`: an id that is a string or an
+    /// integer (anything else goes to rmcp, which refuses it), a tool name, and arguments
+    /// that are an object if any (rmcp's path refuses others, saying so). A
+    /// task-augmented call (SEP-1686) goes there too: planmux offers no tasks, so the call
+    /// runs as a plain one rather than hand the host a task it cannot read back.
+    fn read(line: &[u8]) -> Option<Self> {
+        let call = serde_json::from_slice::<HostCall>(line).ok()?;
+        let params = call
+            .params
+            .filter(|_| call.method.as_deref() == Some("tools/call"))?;
+        let plain =
+            params.arguments.is_none_or(|a| a.get().starts_with('{')) && params.task.is_none();
+        let raw_id = call.id.filter(|_| plain)?;
+        let id: Value = serde_json::from_str(raw_id.get()).ok()?;
+        if !(id.is_string() || id.is_i64()) {
+            return None;
+        }
+        let raw_name = params.name?;
+        let name: String = serde_json::from_str(raw_name.get()).ok()?;
+        let token = params.meta.and_then(|meta| meta.progress_token);
+        let progress = token
+            .and_then(|t| serde_json::from_str::<ProgressToken>(t.get()).ok())
+            .and_then(|t| serde_json::to_string(&t).ok());
+        let start = line.as_ptr() as usize;
+        let at = |raw: &RawValue| {
+            let from = raw.get().as_ptr() as usize - start;
+            from..from + raw.get().len()
+        };
+        Some(Self {
+            key: id.to_string(),
+            id,
+            name,
+            progress,
+            id_at: at(raw_id),
+            name_at: at(raw_name),
+            token_at: token.map(at),
+        })
+    }
+
+    /// The request for the server: `line` with the id (and the progress token, if any)
+    /// replaced by `id` and the name by `tool` (both JSON text); the rest as the host
+    /// wrote it.
+    fn forwarded(&self, line: &[u8], id: &str, tool: &str) -> Vec<u8> {
+        let mut edits = vec![(self.id_at.clone(), id), (self.name_at.clone(), tool)];
+        if let Some(token) = &self.token_at {
+            edits.push((token.clone(), id));
+        }
+        edits.sort_by_key(|(at, _)| at.start);
+        let mut out = Vec::with_capacity(line.len() + 2 * id.len() + tool.len());
+        let mut from = 0;
+        for (at, text) in edits {
+            out.extend_from_slice(&line[from..at.start]);
+            out.extend_from_slice(text.as_bytes());
+            from = at.end;
+        }
+        out.extend_from_slice(&line[from..]);
+        out
+    }
+}
+
 impl Passthrough {
     /// The passthrough path of `upstream`, answering on `writer` (the host's stream).
+    /// Must be called within the runtime: a task answers the routed calls still in flight
+    /// when planmux shuts down.
     pub fn new(upstream: Upstream, writer: RawSender) -> Arc<Self> {
-        Arc::new(Self {
+        let shutdown = upstream.shutdown.clone();
+        let path = Arc::new(Self {
             upstream,
             writer,
             in_flight: Mutex::default(),
             cancellation: Finder::new(b"notifications/cancelled"),
             call: Finder::new(b"tools/call"),
-        })
+        });
+        let closing = Arc::downgrade(&path);
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            if let Some(path) = closing.upgrade() {
+                path.close().await;
+            }
+        });
+        path
     }
 
     /// The hook for the host's transport: takes the calls this path serves, and notes
@@ -60,57 +192,64 @@ impl Passthrough {
         Arc::new(move |line: &mut Vec<u8>| path.claim(line))
     }
 
-    fn claim(self: &Arc<Self>, text: &[u8]) -> bool {
-        if self.cancellation.find(text).is_some() {
-            self.cancelled(text);
-            return false;
+    fn in_flight(&self) -> MutexGuard<'_, HashMap<String, Flight>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn claim(self: &Arc<Self>, line: &[u8]) -> Diverted {
+        if self.cancellation.find(line).is_some() {
+            self.cancelled(line);
+            return Diverted::Left;
         }
-        if self.call.find(text).is_none() {
-            return false;
+        if self.call.find(line).is_none() {
+            return Diverted::Left;
         }
-        let Ok(request) = serde_json::from_slice::<Value>(text) else {
-            return false;
+        let Some(call) = Plain::read(line) else {
+            return Diverted::Left;
         };
-        let id_ok = match &request["id"] {
-            // An MCP id is a string or an integer: anything else goes to rmcp, which
-            // refuses it.
-            Value::Number(n) => n.is_i64(),
-            Value::String(_) => true,
-            _ => false,
+        let Some(route) = self.upstream.passes_through(&call.name) else {
+            return Diverted::Left;
         };
-        // Arguments that are not an object are refused by rmcp's path, saying so. A
-        // task-augmented call (SEP-1686) goes there too: planmux offers no tasks, so the
-        // call runs as a plain one rather than hand the host a task it cannot read back.
-        let plain = matches!(
-            request.pointer("/params/arguments"),
-            None | Some(Value::Object(_) | Value::Null)
-        ) && request.pointer("/params/task").is_none();
-        let name = match (&request["method"], request.pointer("/params/name")) {
-            (Value::String(method), Some(Value::String(name)))
-                if id_ok && plain && method == "tools/call" =>
-            {
-                name.clone()
+        let mut in_flight = self.in_flight();
+        if in_flight.contains_key(&call.key) {
+            // A second request with the id of one in flight: rmcp answers that.
+            return Diverted::Left;
+        }
+        // The checkpoint, where it need not wait; its proof routes the call in place.
+        let downstreams = &self.upstream.downstreams;
+        let proof = match downstreams.authorize_now(&call.name, &Route::Direct) {
+            Some(Ok(proof)) => {
+                let sink: Arc<dyn RouteSink> = self.clone();
+                let forwarded = |id: &str, tool: &str| call.forwarded(line, id, tool);
+                if let Some(routed) = route.send(&proof, &call.key, sink, forwarded) {
+                    let flight = Flight::Routed {
+                        id: call.id,
+                        progress: call.progress,
+                        call: routed,
+                    };
+                    in_flight.insert(call.key, flight);
+                    return Diverted::Taken;
+                }
+                Some(proof)
             }
-            _ => return false,
+            Some(Err(denied)) => {
+                let error = ErrorData::invalid_params(denied.to_string(), None);
+                return Diverted::Forward(self.reply(&call.id, Answer::Error(error)));
+            }
+            None => None,
         };
-        if !self.upstream.passes_through(&name) {
-            return false;
-        }
-        let key = request["id"].to_string();
+        let Ok(request) = serde_json::from_slice::<Value>(line) else {
+            return Diverted::Left;
+        };
         let cancel = self.upstream.shutdown.child_token();
-        {
-            let mut in_flight = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if in_flight.contains_key(&key) {
-                // A second request with the id of one in flight: rmcp answers that.
-                return false;
-            }
-            in_flight.insert(key.clone(), cancel.clone());
-        }
-        tokio::spawn(self.clone().run(request, name, key, cancel));
-        true
+        in_flight.insert(call.key.clone(), Flight::Task(cancel.clone()));
+        tokio::spawn(
+            self.clone()
+                .run(request, call.name, call.key, proof, cancel),
+        );
+        Diverted::Taken
     }
 
     /// The host cancelled a request: if it is one of ours, its call stops.
@@ -121,48 +260,109 @@ impl Passthrough {
         let Some(id) = notice.pointer("/params/requestId") else {
             return;
         };
-        let in_flight = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(cancel) = in_flight.get(&id.to_string()) {
-            cancel.cancel();
+        let key = id.to_string();
+        let mut in_flight = self.in_flight();
+        match in_flight.get(&key) {
+            Some(Flight::Task(cancel)) => cancel.cancel(),
+            Some(Flight::Routed { .. }) => {
+                if let Some(Flight::Routed { call, .. }) = in_flight.remove(&key) {
+                    drop(in_flight);
+                    // Like rmcp, no answer (the host may reuse the id).
+                    let _ = call.cancel("cancelled by the client");
+                }
+            }
+            None => {}
         }
     }
 
-    /// Runs one call and writes its answer to the host.
+    /// The routed call `key` with raw id `id`, taken out of those in flight: its host
+    /// id and progress token.
+    fn end_routed(&self, key: &str, id: &str) -> Option<(Value, Option<String>)> {
+        let mut in_flight = self.in_flight();
+        match in_flight.get(key) {
+            Some(Flight::Routed { call, .. }) if call.id() == id => {}
+            _ => return None,
+        }
+        match in_flight.remove(key) {
+            Some(Flight::Routed { id, progress, .. }) => Some((id, progress)),
+            _ => None,
+        }
+    }
+
+    /// planmux is shutting down: the routed calls in flight are cancelled and answered
+    /// as the general path's are.
+    async fn close(&self) {
+        let routed: Vec<(Value, RoutedCall)> = {
+            let mut in_flight = self.in_flight();
+            let keys: Vec<String> = in_flight
+                .iter()
+                .filter(|(_, flight)| matches!(flight, Flight::Routed { .. }))
+                .map(|(key, _)| key.clone())
+                .collect();
+            keys.iter()
+                .filter_map(|key| match in_flight.remove(key) {
+                    Some(Flight::Routed { id, call, .. }) => Some((id, call)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (id, call) in routed {
+            if call.cancel("cancelled by the client") {
+                let answer = Answer::Result(tool_error(call.cancelled().to_string()));
+                let _ = self.reply(&id, answer).send().await;
+            }
+        }
+    }
+
+    /// The host's message answering request `id` with `answer`.
+    fn reply(&self, id: &Value, answer: Answer) -> Forward {
+        let (bytes, from) = encode(id, answer);
+        Forward {
+            to: self.writer.clone(),
+            bytes,
+            from,
+        }
+    }
+
+    /// Runs one call on a task of its own and writes its answer to the host.
     async fn run(
         self: Arc<Self>,
         request: Value,
         name: String,
         key: String,
+        proof: Option<Authorized>,
         cancel: CancellationToken,
     ) {
         let id = request["id"].clone();
-        let answer = self.answer(request, &name, &cancel).await;
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&key);
+        let answer = self.answer(request, &name, proof, &cancel).await;
+        self.in_flight().remove(&key);
         if cancel.is_cancelled() && !self.upstream.shutdown.is_cancelled() {
             // The host cancelled it: like rmcp, no answer (the host may reuse the id).
             return;
         }
-        let (reply, from) = encode(&id, answer);
-        if let Err(error) = self.writer.send_from(reply, from).await {
+        if let Err(error) = self.reply(&id, answer).send().await {
             tracing::debug!(%error, "the host's stream closed before a passthrough answer");
         }
     }
 
-    /// The checkpoint, then the call: the server's response line, or what to answer
-    /// instead (as the rmcp path would).
-    async fn answer(&self, request: Value, name: &str, cancel: &CancellationToken) -> Answer {
+    /// The checkpoint (unless `proof` is its decision already), then the call: the
+    /// server's response line, or what to answer instead (as the rmcp path would).
+    async fn answer(
+        &self,
+        request: Value,
+        name: &str,
+        proof: Option<Authorized>,
+        cancel: &CancellationToken,
+    ) -> Answer {
         let downstreams = &self.upstream.downstreams;
-        let proof = match downstreams.authorize(name, &Route::Direct).await {
-            Ok(proof) => proof,
-            Err(denied) => {
-                return Answer::Error(ErrorData::invalid_params(denied.to_string(), None));
-            }
+        let proof = match proof {
+            Some(proof) => proof,
+            None => match downstreams.authorize(name, &Route::Direct).await {
+                Ok(proof) => proof,
+                Err(denied) => {
+                    return Answer::Error(ErrorData::invalid_params(denied.to_string(), None));
+                }
+            },
         };
         let Some(caller) = self.caller(&request) else {
             return Answer::Error(ErrorData::internal_error("the host is gone", None));
@@ -192,6 +392,46 @@ impl Passthrough {
             request: serde_json::from_value::<RequestId>(request["id"].clone()).ok()?,
             progress,
         })
+    }
+}
+
+/// Where the answers of calls routed in place arrive (on the server's read path).
+impl RouteSink for Passthrough {
+    fn answered(&self, key: &str, id: &str, server: &str, reply: RawReply) -> Option<Forward> {
+        // Not in flight any more: the host cancelled it, and gets no answer.
+        let (host_id, _) = self.end_routed(key, id)?;
+        if let Some(result) = reply.result() {
+            self.upstream.downstreams.note_raw_links(server, result);
+        }
+        Some(self.reply(&host_id, Answer::Reply(reply)))
+    }
+
+    fn progress(
+        &self,
+        key: &str,
+        id: &str,
+        mut line: Vec<u8>,
+        token: Range<usize>,
+    ) -> Option<Forward> {
+        let host_token = match self.in_flight().get(key) {
+            Some(Flight::Routed {
+                call,
+                progress: Some(progress),
+                ..
+            }) if call.id() == id => progress.clone(),
+            _ => return None,
+        };
+        line.splice(token, host_token.into_bytes());
+        Some(Forward {
+            to: self.writer.clone(),
+            bytes: line,
+            from: 0,
+        })
+    }
+
+    fn failed(&self, key: &str, id: &str, error: DownstreamError) -> Option<Forward> {
+        let (host_id, _) = self.end_routed(key, id)?;
+        Some(self.reply(&host_id, Answer::Result(tool_error(error.to_string()))))
     }
 }
 
