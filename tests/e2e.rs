@@ -176,6 +176,76 @@ async fn downstream_timeout_is_a_tool_error_naming_the_server() -> R {
     Ok(())
 }
 
+/// Calls in flight together each end at their own deadline, and a call between them is
+/// answered meanwhile.
+#[test]
+fn overlapping_calls_each_time_out_and_others_are_answered() -> R {
+    let mut raw = common::RawProxy::start(&chaos_config("call_timeout_ms = 400"))?;
+    raw.list_tools()?;
+    let sleep = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"chaos__sleep","arguments":{{"ms":5000}}}}}}"#
+        )
+    };
+    raw.send(&sleep(10))?;
+    std::thread::sleep(Duration::from_millis(250));
+    raw.send(&sleep(11))?;
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"chaos__echo","arguments":{"n":12}}}"#,
+    )?;
+    let mut answers = Vec::new();
+    while answers.len() < 3 {
+        let message = raw.read()?;
+        if message.get("id").is_some() {
+            answers.push(message);
+        }
+    }
+    assert_eq!(answers[0]["id"], 12, "{answers:?}");
+    assert_eq!(answers[0]["result"]["structuredContent"], json!({"n": 12}));
+    let mut timed_out: Vec<i64> = answers[1..]
+        .iter()
+        .map(|answer| {
+            assert_eq!(
+                answer["result"]["content"][0]["text"],
+                "server 'chaos' did not answer sleep within 400 ms",
+                "{answer}"
+            );
+            answer["id"].as_i64().unwrap_or_default()
+        })
+        .collect();
+    timed_out.sort_unstable();
+    assert_eq!(timed_out, [10, 11]);
+    Ok(())
+}
+
+/// A call the host cancelled gets no answer, even when the server's comes later, and its
+/// id can be used again at once.
+#[test]
+fn a_cancelled_calls_id_is_free_again_and_its_late_answer_never_comes() -> R {
+    let mut raw = common::RawProxy::start(&chaos_config(""))?;
+    raw.list_tools()?;
+    let echo = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"chaos__echo","arguments":{{"n":{id}}}}}}}"#
+        )
+    };
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"chaos__sleep","arguments":{"ms":300}}}"#,
+    )?;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":20}}"#)?;
+    let again = raw.answer(&echo(20))?;
+    assert_eq!(
+        again["result"]["structuredContent"],
+        json!({"n": 20}),
+        "{again}"
+    );
+    // Past the sleep's end: the next answer is the next call's.
+    std::thread::sleep(Duration::from_millis(600));
+    let next = raw.answer(&echo(21))?;
+    assert_eq!(next["id"], 21, "{next}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_killed_downstream_fails_in_flight_calls_then_recovers() -> R {
     let proxy = start(&chaos_config("")).await?;

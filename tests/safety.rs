@@ -383,7 +383,7 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
 }
 
 /// The only way to a downstream tool takes the checkpoint's proof. The compiler holds
-/// most of it (`Server::call` and `Downstreams::call_tool` take `&Authorized`, whose
+/// most of it (`Server::call`, `Server::call_raw` and `RawRoute::send` take `&Authorized`, whose
 /// field is private to `policy`); this test holds the rest: a `tools/call` request is
 /// built in one place, behind the proof, and only `Policy::authorize` makes a proof. A
 /// new path that builds its own request, or calls a peer's `call_tool`, fails here.
@@ -442,16 +442,24 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
         ["downstream/server.rs: pub(crate) async fn call("],
         "a tools/call is built outside Server::call"
     );
-    let server = std::fs::read_to_string(root.join("downstream/server.rs"))?;
-    let signature = server
-        .split("pub(crate) async fn call(")
-        .nth(1)
-        .and_then(|rest| rest.split(") ->").next())
-        .unwrap_or_default();
-    assert!(
-        signature.contains("&Authorized"),
-        "Server::call: {signature}"
-    );
+    // Each way to a downstream tool takes a proof: the general one, and the passthrough's
+    // (forwarded by a call task, or routed in place).
+    for (file, function) in [
+        ("downstream/server.rs", "pub(crate) async fn call("),
+        ("downstream/server.rs", "pub(crate) async fn call_raw("),
+        ("downstream/routed.rs", "pub fn send("),
+    ] {
+        let text = std::fs::read_to_string(root.join(file))?;
+        let signature = text
+            .split(function)
+            .nth(1)
+            .and_then(|rest| rest.split(") ->").next())
+            .unwrap_or_default();
+        assert!(
+            signature.contains("&Authorized"),
+            "{file}: {function}{signature}"
+        );
+    }
     assert_eq!(
         proofs,
         ["policy.rs: pub fn authorize("],
