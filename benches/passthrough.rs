@@ -76,7 +76,7 @@ impl Sizes {
         warmup: 60,
         throughput: 2_000,
         answer_bytes: 20_000_000,
-        answer_calls: 5,
+        answer_calls: 15,
         startups: 10,
     };
 }

@@ -104,17 +104,21 @@ impl Upstream {
         self.runner.pipeline(name).is_some() && self.downstreams.catalog().get(name).is_none()
     }
 
+    /// Whether the host may take the passthrough path: one host (stdio) that introduced
+    /// itself with `initialize` before protocol 2026-07-28 (which needs `resultType` set).
+    /// `None` until its handshake; then it does not change.
+    fn passthrough_host(&self) -> Option<bool> {
+        let peer = self.host.get()?;
+        let info = peer.peer_info()?;
+        Some(info.protocol_version < ProtocolVersion::V_2026_07_28 && !self.host.is_shared())
+    }
+
     /// Where a host's `tools/call` of `name` goes on the passthrough path, if it may take
-    /// it now: one host (stdio) that introduced itself with `initialize` before protocol
-    /// 2026-07-28 (which needs `resultType` set), and a downstream tool whose server is up
-    /// on a line connection.
-    fn passes_through(&self, name: &str) -> Option<RawRoute> {
-        let legacy = self.host.get().is_some_and(|peer| {
-            peer.peer_info()
-                .is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28)
-        });
+    /// it now: a downstream tool (not planmux's own nor a pipeline) whose server is up on
+    /// a line connection.
+    fn passthrough_route(&self, name: &str) -> Option<RawRoute> {
         let ours = [EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name);
-        if !legacy || self.host.is_shared() || ours || self.is_pipeline(name) {
+        if ours || self.is_pipeline(name) {
             return None;
         }
         self.downstreams.raw_route(name)

@@ -87,7 +87,9 @@ impl RawRoute {
         }
         let calls = &self.calls;
         let id = calls.next_id();
-        let bytes = request(&json!(id).to_string(), &json!(self.tool).to_string());
+        // Raw ids need no escaping.
+        let tool = serde_json::to_string(&self.tool).unwrap_or_default();
+        let bytes = request(&format!("\"{id}\""), &tool);
         let routed = Routed {
             key: key.to_owned(),
             sink,

@@ -16,7 +16,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use memchr::memmem::Finder;
 use rmcp::model::{CallToolResult, ErrorData, ProgressToken, RequestId};
@@ -41,6 +41,8 @@ pub struct Passthrough {
     /// scanned).
     cancellation: Finder<'static>,
     call: Finder<'static>,
+    /// Whether the host may take this path, once its handshake tells.
+    host_fits: OnceLock<bool>,
 }
 
 /// A passthrough call in flight.
@@ -48,8 +50,6 @@ enum Flight {
     /// Routed in place (`downstream::routed`): its answer comes back through
     /// [`RouteSink`].
     Routed {
-        /// The host's request id.
-        id: Value,
         /// The host's progress token, as JSON text, if it gave one.
         progress: Option<String>,
         call: RoutedCall,
@@ -89,8 +89,8 @@ struct CallMeta<'a> {
 
 /// A call this path takes, and where in its line the parts it rewrites are.
 struct Plain {
-    id: Value,
-    /// `id` as JSON text: the call's key among those in flight.
+    /// Its id as JSON text: the call's key among those in flight, and the id of the
+    /// host's answer.
     key: String,
     name: String,
     /// The progress token as JSON text, when it is one (a string or an integer).
@@ -131,7 +131,6 @@ impl Plain {
         };
         Some(Self {
             key: id.to_string(),
-            id,
             name,
             progress,
             id_at: at(raw_id),
@@ -173,6 +172,7 @@ impl Passthrough {
             in_flight: Mutex::default(),
             cancellation: Finder::new(b"notifications/cancelled"),
             call: Finder::new(b"tools/call"),
+            host_fits: OnceLock::new(),
         });
         let closing = Arc::downgrade(&path);
         tokio::spawn(async move {
@@ -209,7 +209,17 @@ impl Passthrough {
         let Some(call) = Plain::read(line) else {
             return Diverted::Left;
         };
-        let Some(route) = self.upstream.passes_through(&call.name) else {
+        let host_fits = match self.host_fits.get() {
+            Some(fits) => *fits,
+            None => self
+                .upstream
+                .passthrough_host()
+                .is_some_and(|fits| *self.host_fits.get_or_init(|| fits)),
+        };
+        let route = host_fits
+            .then(|| self.upstream.passthrough_route(&call.name))
+            .flatten();
+        let Some(route) = route else {
             return Diverted::Left;
         };
         let mut in_flight = self.in_flight();
@@ -225,7 +235,6 @@ impl Passthrough {
                 let forwarded = |id: &str, tool: &str| call.forwarded(line, id, tool);
                 if let Some(routed) = route.send(&proof, &call.key, sink, forwarded) {
                     let flight = Flight::Routed {
-                        id: call.id,
                         progress: call.progress,
                         call: routed,
                     };
@@ -236,7 +245,7 @@ impl Passthrough {
             }
             Some(Err(denied)) => {
                 let error = ErrorData::invalid_params(denied.to_string(), None);
-                return Diverted::Forward(self.reply(&call.id, Answer::Error(error)));
+                return Diverted::Forward(self.reply(&call.key, Answer::Error(error)));
             }
             None => None,
         };
@@ -275,33 +284,31 @@ impl Passthrough {
         }
     }
 
-    /// The routed call `key` with raw id `id`, taken out of those in flight: its host
-    /// id and progress token.
-    fn end_routed(&self, key: &str, id: &str) -> Option<(Value, Option<String>)> {
+    /// Takes the routed call `key` with raw id `id` out of those in flight: whether it
+    /// was there.
+    fn end_routed(&self, key: &str, id: &str) -> bool {
         let mut in_flight = self.in_flight();
-        match in_flight.get(key) {
-            Some(Flight::Routed { call, .. }) if call.id() == id => {}
-            _ => return None,
+        let ours =
+            matches!(in_flight.get(key), Some(Flight::Routed { call, .. }) if call.id() == id);
+        if ours {
+            in_flight.remove(key);
         }
-        match in_flight.remove(key) {
-            Some(Flight::Routed { id, progress, .. }) => Some((id, progress)),
-            _ => None,
-        }
+        ours
     }
 
     /// planmux is shutting down: the routed calls in flight are cancelled and answered
     /// as the general path's are.
     async fn close(&self) {
-        let routed: Vec<(Value, RoutedCall)> = {
+        let routed: Vec<(String, RoutedCall)> = {
             let mut in_flight = self.in_flight();
             let keys: Vec<String> = in_flight
                 .iter()
                 .filter(|(_, flight)| matches!(flight, Flight::Routed { .. }))
                 .map(|(key, _)| key.clone())
                 .collect();
-            keys.iter()
-                .filter_map(|key| match in_flight.remove(key) {
-                    Some(Flight::Routed { id, call, .. }) => Some((id, call)),
+            keys.into_iter()
+                .filter_map(|key| match in_flight.remove(&key) {
+                    Some(Flight::Routed { call, .. }) => Some((key, call)),
                     _ => None,
                 })
                 .collect()
@@ -314,8 +321,8 @@ impl Passthrough {
         }
     }
 
-    /// The host's message answering request `id` with `answer`.
-    fn reply(&self, id: &Value, answer: Answer) -> Forward {
+    /// The host's message answering request `id` (JSON text) with `answer`.
+    fn reply(&self, id: &str, answer: Answer) -> Forward {
         let (bytes, from) = encode(id, answer);
         Forward {
             to: self.writer.clone(),
@@ -333,14 +340,13 @@ impl Passthrough {
         proof: Option<Authorized>,
         cancel: CancellationToken,
     ) {
-        let id = request["id"].clone();
         let answer = self.answer(request, &name, proof, &cancel).await;
         self.in_flight().remove(&key);
         if cancel.is_cancelled() && !self.upstream.shutdown.is_cancelled() {
             // The host cancelled it: like rmcp, no answer (the host may reuse the id).
             return;
         }
-        if let Err(error) = self.reply(&id, answer).send().await {
+        if let Err(error) = self.reply(&key, answer).send().await {
             tracing::debug!(%error, "the host's stream closed before a passthrough answer");
         }
     }
@@ -399,11 +405,13 @@ impl Passthrough {
 impl RouteSink for Passthrough {
     fn answered(&self, key: &str, id: &str, server: &str, reply: RawReply) -> Option<Forward> {
         // Not in flight any more: the host cancelled it, and gets no answer.
-        let (host_id, _) = self.end_routed(key, id)?;
+        if !self.end_routed(key, id) {
+            return None;
+        }
         if let Some(result) = reply.result() {
             self.upstream.downstreams.note_raw_links(server, result);
         }
-        Some(self.reply(&host_id, Answer::Reply(reply)))
+        Some(self.reply(key, Answer::Reply(reply)))
     }
 
     fn progress(
@@ -430,8 +438,10 @@ impl RouteSink for Passthrough {
     }
 
     fn failed(&self, key: &str, id: &str, error: DownstreamError) -> Option<Forward> {
-        let (host_id, _) = self.end_routed(key, id)?;
-        Some(self.reply(&host_id, Answer::Result(tool_error(error.to_string()))))
+        if !self.end_routed(key, id) {
+            return None;
+        }
+        Some(self.reply(key, Answer::Result(tool_error(error.to_string()))))
     }
 }
 
@@ -445,12 +455,12 @@ enum Answer {
     Error(ErrorData),
 }
 
-/// The host's response to request `id`, and where it starts in the buffer. A server's
+/// The host's response to request `id` (JSON text), and where it starts in the buffer. A server's
 /// result or error is not copied: the response is made in place in the server's line,
 /// as `{"result":…,"jsonrpc":"2.0","id":…}` (JSON-RPC does not order members; Node servers
 /// write theirs in this order too). `{"result":` fits before the result in any line that
 /// has one.
-fn encode(id: &Value, answer: Answer) -> (Vec<u8>, usize) {
+fn encode(id: &str, answer: Answer) -> (Vec<u8>, usize) {
     let (key, body) = match answer {
         Answer::Reply(reply) => match (reply.body.clone(), reply.is_error) {
             (Some(body), true) => ("error", Body::Within(reply.line, body)),
@@ -559,22 +569,19 @@ mod tests {
     #[test]
     fn answers_keep_the_servers_bytes_and_the_hosts_id() {
         let line = br#"{"result":{"content":[{"type":"text","text":"a  b"}],"resultType":"complete"},"jsonrpc":"2.0","id":"planmux-raw-1"}"#;
-        let reply = sent(encode(&json!("host-7"), served(line, "result")));
+        let reply = sent(encode(r#""host-7""#, served(line, "result")));
         assert_eq!(
             reply,
             json!({"jsonrpc": "2.0", "id": "host-7", "result": {"content": [{"type": "text", "text": "a  b"}]}})
         );
         let error = br#"{"jsonrpc":"2.0","id":"planmux-raw-2","error":{"code":-32602,"message":"no","data":{"x":1}}}"#;
-        let reply = sent(encode(&json!(3), served(error, "error")));
+        let reply = sent(encode("3", served(error, "error")));
         assert_eq!(reply["id"], 3);
         assert_eq!(
             reply["error"],
             json!({"code": -32602, "message": "no", "data": {"x": 1}})
         );
-        let made = sent(encode(
-            &json!(4),
-            Answer::Result(tool_error("timed out".into())),
-        ));
+        let made = sent(encode("4", Answer::Result(tool_error("timed out".into()))));
         assert_eq!(made["result"]["isError"], true);
         // Like a server's, planmux's own result reaches a host before 2026-07-28
         // without `resultType`.
@@ -599,7 +606,7 @@ mod tests {
             // As the transport's buffer has, room to spare.
             reply.line.reserve(4096);
             let (start, from_body) = (reply.line.as_ptr(), reply.body.clone());
-            let (buffer, from) = encode(&id, Answer::Reply(reply));
+            let (buffer, from) = encode(&id.to_string(), Answer::Reply(reply));
             assert_eq!(
                 buffer.as_ptr(),
                 start,
