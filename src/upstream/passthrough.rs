@@ -465,13 +465,10 @@ fn encode(id: &str, answer: Answer) -> (Vec<u8>, usize) {
         Answer::Reply(reply) => match (reply.body.clone(), reply.is_error) {
             (Some(body), true) => ("error", Body::Within(reply.line, body)),
             (Some(body), false) => {
-                let rewritten = match legacy(&reply.line[body.clone()]) {
-                    Cow::Owned(result) => Some(result),
-                    Cow::Borrowed(_) => None,
-                };
-                match rewritten {
-                    Some(result) => ("result", Body::Own(result)),
-                    None => ("result", Body::Within(reply.line, body)),
+                let mut line = reply.line;
+                match blank_result_type(&mut line[body.clone()]) {
+                    true => ("result", Body::Within(line, body)),
+                    false => ("result", Body::Own(legacy(&line[body]).into_owned())),
                 }
             }
             (None, _) => {
@@ -486,8 +483,11 @@ fn encode(id: &str, answer: Answer) -> (Vec<u8>, usize) {
             }
         },
         Answer::Result(result) => {
-            let result = serde_json::to_vec(&result).unwrap_or_default();
-            ("result", Body::Own(legacy(&result).into_owned()))
+            let mut result = serde_json::to_vec(&result).unwrap_or_default();
+            if !blank_result_type(&mut result) {
+                result = legacy(&result).into_owned();
+            }
+            ("result", Body::Own(result))
         }
         Answer::Error(error) => (
             "error",
@@ -527,8 +527,99 @@ fn joined(head: &str, body: &[u8], tail: &str) -> Vec<u8> {
     joined
 }
 
-/// A result as a host before 2026-07-28 gets it: without `resultType`, which rmcp
-/// removes for such hosts too.
+/// Makes `result` what a host before 2026-07-28 gets, without `resultType` (which rmcp
+/// removes for such hosts too), in place: the member is blanked with spaces (JSON allows
+/// whitespace between tokens), so a large result is neither decoded nor copied. False
+/// when it cannot (the key written with escapes): [`legacy`] rewrites the result then.
+fn blank_result_type(result: &mut [u8]) -> bool {
+    const KEY: &[u8] = b"\"resultType\"";
+    if memchr::memmem::find(result, KEY).is_none() {
+        return true;
+    }
+    let start = result.as_ptr() as usize;
+    let values: Vec<Range<usize>> = match serde_json::from_slice::<ResultTypes>(result) {
+        Ok(found) => found
+            .0
+            .iter()
+            .map(|raw| {
+                let from = raw.get().as_ptr() as usize - start;
+                from..from + raw.get().len()
+            })
+            .collect(),
+        // Not an object: nothing to remove.
+        Err(_) => return true,
+    };
+    let space = |b: &u8| b.is_ascii_whitespace();
+    let mut blanks = Vec::new();
+    for value in values {
+        // Back from the value over `"resultType" :`.
+        let before = &result[..value.start];
+        let before = before.trim_ascii_end();
+        let Some(before) = before.strip_suffix(b":") else {
+            return false;
+        };
+        let before = before.trim_ascii_end();
+        if !before.ends_with(KEY) {
+            return false;
+        }
+        let mut from = before.len() - KEY.len();
+        let mut to = value.end;
+        // With the comma that joins it to the next member, or else to the previous one.
+        let next = result[to..]
+            .iter()
+            .position(|b| !space(b))
+            .map(|at| to + at);
+        match next {
+            Some(at) if result[at] == b',' => to = at + 1,
+            _ => {
+                if let Some(at) = result[..from].iter().rposition(|b| !space(b))
+                    && result[at] == b','
+                {
+                    from = at;
+                }
+            }
+        }
+        blanks.push(from..to);
+    }
+    for blank in blanks {
+        result[blank].fill(b' ');
+    }
+    true
+}
+
+/// The values of an object's top-level `resultType` members, read without decoding the
+/// rest.
+struct ResultTypes<'a>(Vec<&'a RawValue>);
+
+impl<'de> Deserialize<'de> for ResultTypes<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = ResultTypes<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a tool result")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut found = Vec::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "resultType" {
+                        found.push(map.next_value::<&'de RawValue>()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(ResultTypes(found))
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
+
+/// [`blank_result_type`]'s fallback: the result decoded, `resultType` removed, encoded
+/// again.
 fn legacy(result: &[u8]) -> Cow<'_, [u8]> {
     if memchr::memmem::find(result, b"\"resultType\"").is_none() {
         return result.into();
@@ -586,6 +677,36 @@ mod tests {
         // Like a server's, planmux's own result reaches a host before 2026-07-28
         // without `resultType`.
         assert!(made["result"].get("resultType").is_none(), "{made}");
+    }
+
+    #[test]
+    fn result_type_is_blanked_in_place_wherever_it_stands() {
+        let cases = [
+            r#"{"resultType":"complete","content":[]}"#,
+            r#"{"content":[] , "resultType" : "complete" }"#,
+            r#"{"content":[],"resultType":"complete","isError":false}"#,
+            r#"{"resultType":"complete"}"#,
+        ];
+        for case in cases {
+            let mut bytes = case.as_bytes().to_vec();
+            assert!(blank_result_type(&mut bytes), "{case}");
+            assert_eq!(bytes.len(), case.len(), "in place: {case}");
+            let mut expected: Value = serde_json::from_str(case).unwrap_or_default();
+            expected.as_object_mut().map(|o| o.remove("resultType"));
+            let blanked: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            assert_eq!(blanked, expected, "{}", String::from_utf8_lossy(&bytes));
+        }
+        // Only the top-level member goes.
+        let nested = r#"{"structuredContent":{"resultType":"x"},"content":[{"type":"text","text":"\"resultType\""}]}"#;
+        let mut bytes = nested.as_bytes().to_vec();
+        assert!(blank_result_type(&mut bytes));
+        assert_eq!(bytes, nested.as_bytes());
+        // A key written with escapes is left to the decoding fallback.
+        let escaped = r#"{"result\u0054ype":"complete","content":[],"note":"resultType"}"#;
+        assert!(!blank_result_type(&mut escaped.as_bytes().to_vec()));
+        let rewritten: Value =
+            serde_json::from_slice(&legacy(escaped.as_bytes())).unwrap_or_default();
+        assert_eq!(rewritten, json!({"content": [], "note": "resultType"}));
     }
 
     #[test]
