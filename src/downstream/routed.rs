@@ -56,6 +56,13 @@ impl Routed {
     pub(super) fn progress(&self, id: &str, line: Vec<u8>, token: Range<usize>) -> Diverted {
         diverted(self.sink.progress(&self.key, id, line, token))
     }
+
+    /// Ends it without an answer: its sink's message for the host is written.
+    async fn fail(&self, id: &str, error: DownstreamError) {
+        if let Some(forward) = self.sink.failed(&self.key, id, error) {
+            let _ = forward.send().await;
+        }
+    }
 }
 
 fn diverted(forward: Option<Forward>) -> Diverted {
@@ -206,9 +213,7 @@ async fn sweep(calls: Weak<RawCalls>) {
                 tool: routed.tool.clone(),
                 after: calls.timeout,
             };
-            if let Some(forward) = routed.sink.failed(&routed.key, &id, error) {
-                let _ = forward.send().await;
-            }
+            routed.fail(&id, error).await;
         }
     }
 }
@@ -216,17 +221,12 @@ async fn sweep(calls: Weak<RawCalls>) {
 impl RawCalls {
     /// Takes the routed calls `which` picks out of the table.
     fn take_routed(&self, which: impl Fn(&Routed) -> bool) -> Vec<(String, Routed)> {
-        let mut table = self.table();
-        let ids: Vec<String> = table
+        self.table()
             .waiting
-            .iter()
-            .filter(|(_, w)| matches!(w, Waiter::Routed(routed) if which(routed)))
-            .map(|(id, _)| id.clone())
-            .collect();
-        ids.into_iter()
-            .filter_map(|id| match table.waiting.remove(&id) {
-                Some(Waiter::Routed(routed)) => Some((id, routed)),
-                _ => None,
+            .extract_if(|_, waiter| matches!(waiter, Waiter::Routed(routed) if which(routed)))
+            .filter_map(|(id, waiter)| match waiter {
+                Waiter::Routed(routed) => Some((id, routed)),
+                Waiter::Call(_) => None,
             })
             .collect()
     }
@@ -234,9 +234,7 @@ impl RawCalls {
     /// The connection ended: its routed calls end with `error`.
     pub(crate) async fn end(&self, error: impl Fn() -> DownstreamError) {
         for (id, routed) in self.take_routed(|_| true) {
-            if let Some(forward) = routed.sink.failed(&routed.key, &id, error()) {
-                let _ = forward.send().await;
-            }
+            routed.fail(&id, error()).await;
         }
     }
 }

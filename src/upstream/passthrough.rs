@@ -299,20 +299,14 @@ impl Passthrough {
     /// planmux is shutting down: the routed calls in flight are cancelled and answered
     /// as the general path's are.
     async fn close(&self) {
-        let routed: Vec<(String, RoutedCall)> = {
-            let mut in_flight = self.in_flight();
-            let keys: Vec<String> = in_flight
-                .iter()
-                .filter(|(_, flight)| matches!(flight, Flight::Routed { .. }))
-                .map(|(key, _)| key.clone())
-                .collect();
-            keys.into_iter()
-                .filter_map(|key| match in_flight.remove(&key) {
-                    Some(Flight::Routed { call, .. }) => Some((key, call)),
-                    _ => None,
-                })
-                .collect()
-        };
+        let routed: Vec<(String, RoutedCall)> = self
+            .in_flight()
+            .extract_if(|_, flight| matches!(flight, Flight::Routed { .. }))
+            .filter_map(|(key, flight)| match flight {
+                Flight::Routed { call, .. } => Some((key, call)),
+                Flight::Task(_) => None,
+            })
+            .collect();
         for (id, call) in routed {
             if call.cancel("cancelled by the client") {
                 let answer = Answer::Result(tool_error(call.cancelled().to_string()));
