@@ -182,17 +182,11 @@ async fn downstream_timeout_is_a_tool_error_naming_the_server() -> R {
 fn overlapping_calls_each_time_out_and_others_are_answered() -> R {
     let mut raw = common::RawProxy::start(&chaos_config("call_timeout_ms = 400"))?;
     raw.list_tools()?;
-    let sleep = |id: u32| {
-        format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"chaos__sleep","arguments":{{"ms":5000}}}}}}"#
-        )
-    };
+    let sleep = |id| common::call_line(id, "chaos__sleep", json!({"ms": 5000}));
     raw.send(&sleep(10))?;
     std::thread::sleep(Duration::from_millis(250));
     raw.send(&sleep(11))?;
-    raw.send(
-        r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"chaos__echo","arguments":{"n":12}}}"#,
-    )?;
+    raw.send(&common::call_line(12, "chaos__echo", json!({"n": 12})))?;
     let mut answers = Vec::new();
     while answers.len() < 3 {
         let message = raw.read()?;
@@ -224,14 +218,8 @@ fn overlapping_calls_each_time_out_and_others_are_answered() -> R {
 fn a_cancelled_calls_id_is_free_again_and_its_late_answer_never_comes() -> R {
     let mut raw = common::RawProxy::start(&chaos_config(""))?;
     raw.list_tools()?;
-    let echo = |id: u32| {
-        format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"chaos__echo","arguments":{{"n":{id}}}}}}}"#
-        )
-    };
-    raw.send(
-        r#"{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"chaos__sleep","arguments":{"ms":300}}}"#,
-    )?;
+    let echo = |id| common::call_line(id, "chaos__echo", json!({ "n": id }));
+    raw.send(&common::call_line(20, "chaos__sleep", json!({"ms": 300})))?;
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":20}}"#)?;
     let again = raw.answer(&echo(20))?;
     assert_eq!(
@@ -1054,9 +1042,7 @@ fn a_terminated_planmux_answers_the_calls_in_flight() -> R {
     let mut raw = common::RawProxy::start(&config)?;
     raw.list_tools()?;
     for (id, tool) in [(7, "chaos__sleep"), (8, "child__sleep")] {
-        raw.send(&format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"ms":60000}}}}}}"#
-        ))?;
+        raw.send(&common::call_line(id, tool, json!({"ms": 60000})))?;
     }
     std::thread::sleep(Duration::from_millis(500));
     Command::new("kill")

@@ -1042,11 +1042,7 @@ fn filesystem_asking_for_roots_before_the_host_is_connected_gets_them() -> R {
     // Long enough for the server to start and ask; within planmux's wait for the host.
     std::thread::sleep(Duration::from_millis(1500));
     raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"late-host","version":"0"}}}"#)?;
-    let ask = |id: u64| {
-        format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"fs__list_allowed_directories","arguments":{{}}}}}}"#
-        )
-    };
+    let ask = |id| common::call_line(id, "fs__list_allowed_directories", serde_json::json!({}));
     // Every answer is followed by the next question, so a read never waits for nothing.
     let (mut asked, mut said) = (false, String::new());
     for _ in 0..100 {

@@ -427,7 +427,7 @@ impl Downstreams {
     /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
     pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
         self.ready_for(name).await;
-        self.decide(name, route)
+        self.decide(&self.catalog(), name, route)
     }
 
     /// [`Self::authorize`] without waiting: `None` when it would wait (servers still
@@ -438,11 +438,12 @@ impl Downstreams {
                 .grace_ends
                 .get()
                 .is_some_and(|ends| tokio::time::Instant::now() >= *ends);
-        (settled && self.catalog().get(name).is_some()).then(|| self.decide(name, route))
+        let catalog = self.catalog();
+        (settled && catalog.get(name).is_some()).then(|| self.decide(&catalog, name, route))
     }
 
-    fn decide(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
-        let catalog = self.catalog();
+    /// The policy's decision on `name` as `catalog` lists it (recorded in the audit trail).
+    fn decide(&self, catalog: &Catalog, name: &str, route: &Route) -> Result<Authorized, Denied> {
         let tier = catalog.get(name).map(|e| e.tier);
         let held = catalog.quarantined().iter().find(|q| q.exported == name);
         self.policy()

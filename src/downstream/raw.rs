@@ -207,9 +207,10 @@ impl RawCalls {
         let waiting = self.table().waiting.remove(&id);
         let Some(waiter) = waiting else {
             // A call that gave up meanwhile drops the answer, as rmcp would.
-            return match id.starts_with(PREFIX) {
-                true => Diverted::Taken,
-                false => Diverted::Left,
+            return if id.starts_with(PREFIX) {
+                Diverted::Taken
+            } else {
+                Diverted::Left
             };
         };
         let body = envelope.result.or(envelope.error).map(span);
