@@ -22,8 +22,9 @@
 //! prints one line saying why it is skipped; one that fails a call leaves the later tables.
 //! Each process's stderr goes to target/bench/passthrough-<server>-<arm>.log.
 //!
-//! `cargo bench --bench passthrough` runs it in full (about two minutes here); `-- --quick`
-//! and `cargo test` run one short round, to check it still works.
+//! `cargo bench --bench passthrough` runs it in full (about ten minutes here); `-- --quick`
+//! and `cargo test` run one short round, to check it still works; `-- --latency` runs
+//! only the server-everything latency table (under a minute).
 #![allow(clippy::print_stdout)]
 
 #[path = "passthrough/arms.rs"]
@@ -271,8 +272,9 @@ fn throughput_cell(cell: (&Result<f64, String>, &Result<f64, String>)) -> String
     }
 }
 
-/// The server-everything tables: latency (and the headline), then throughput.
-async fn everything(setup: &Setup, sizes: &Sizes) -> anyhow::Result<()> {
+/// The server-everything tables: latency (and the headline), then throughput unless only
+/// the latency is asked for.
+async fn everything(setup: &Setup, sizes: &Sizes, only_latency: bool) -> anyhow::Result<()> {
     if !setup.everything.is_file() {
         println!("server-everything: skipped: not installed (scripts/install-interop installs it)");
         return Ok(());
@@ -286,7 +288,9 @@ async fn everything(setup: &Setup, sizes: &Sizes) -> anyhow::Result<()> {
     print_latency(&title, &arms, &rows);
     print_headline(&arms, &rows);
     let arms = without_failed(arms, &rows).await;
-    print_throughput(&arms, sizes.throughput).await?;
+    if !only_latency {
+        print_throughput(&arms, sizes.throughput).await?;
+    }
     for arm in arms {
         arm.close().await;
     }
@@ -393,7 +397,11 @@ async fn run() -> anyhow::Result<()> {
     let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
     let sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
     let setup = Setup::new()?;
-    everything(&setup, &sizes).await?;
+    // `-- --latency`: only the server-everything latency table, for a quicker look.
+    if args.iter().any(|a| a == "--latency") {
+        return everything(&setup, &sizes, true).await;
+    }
+    everything(&setup, &sizes, false).await?;
     chaos(&setup, &sizes).await?;
     startup(&sizes).await?;
     Ok(())

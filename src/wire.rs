@@ -14,7 +14,7 @@
 
 use std::io;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, NumberOrString};
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
@@ -36,6 +36,8 @@ pub const DEFAULT_MAX_NESTING: usize = 512;
 const HEAD_BYTES: usize = 64 * 1024;
 /// Bytes read from the stream at a time.
 const READ_BUFFER: usize = 64 * 1024;
+/// The largest line buffer kept for the next large message ([`Spare`]).
+const SPARE_MAX: usize = 32 * 1024 * 1024;
 /// Frames waiting for the writer: senders wait beyond this, so memory stays bounded even
 /// when the peer stops reading.
 const WRITE_QUEUE: usize = 64;
@@ -246,6 +248,12 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             }
             let newline = memchr::memchr(b'\n', available);
             let take = newline.map_or(available.len(), |at| at + 1);
+            if newline.is_none() && self.line.is_empty() && self.skipping.is_none() {
+                // A line longer than what came: a large message may be on its way.
+                if let Some(spare) = SPARE.take() {
+                    self.line = spare;
+                }
+            }
             let mut done = None;
             match self.skipping.as_mut() {
                 Some(skipped) => {
@@ -544,7 +552,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
             let decoded = self.decode(line);
             self.line.clear();
             if self.line.capacity() > HEAD_BYTES * 4 {
-                self.line.shrink_to(HEAD_BYTES);
+                SPARE.keep(std::mem::take(&mut self.line));
             }
             match decoded {
                 Decoded::Message(message) => return Some(message),
@@ -575,11 +583,49 @@ async fn write_frames<Out: AsyncWrite + Unpin>(mut out: Out, mut queue: mpsc::Re
         if let Some(done) = done {
             let _ = done.send(result);
         }
+        SPARE.keep(bytes);
         if failed {
             return;
         }
     }
     let _ = out.shutdown().await;
+}
+
+/// One large line buffer, kept between large messages for the next one.
+///
+/// A large message's line is a fresh buffer otherwise (often moved on with the message:
+/// a server's answer becomes the host's in place), and a fresh buffer of tens of MB costs
+/// the kernel a page fault and a page cleared per 4 KiB: a third of planmux's time on a
+/// 20 MB answer (BENCHMARKS.md §1). A buffer a writer is done with is kept instead (the
+/// roomiest one, up to [`SPARE_MAX`]), and the next line that does not fit in one read
+/// starts in it. One per process ([`SPARE`]): what planmux holds after a large message.
+struct Spare(Mutex<Vec<u8>>);
+
+static SPARE: Spare = Spare::new();
+
+impl Spare {
+    const fn new() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+
+    /// Keeps `buffer` for the next large line, if it is large and roomier than the one kept.
+    fn keep(&self, mut buffer: Vec<u8>) {
+        let capacity = buffer.capacity();
+        if capacity <= HEAD_BYTES * 4 || capacity > SPARE_MAX {
+            return;
+        }
+        buffer.clear();
+        let mut spare = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if spare.capacity() < capacity {
+            *spare = buffer;
+        }
+    }
+
+    /// The kept buffer, empty, if there is one.
+    fn take(&self) -> Option<Vec<u8>> {
+        let mut spare = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        (spare.capacity() > 0).then(|| std::mem::take(&mut *spare))
+    }
 }
 
 /// How a line read ended.

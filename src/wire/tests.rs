@@ -4,7 +4,7 @@ use rmcp::{RoleClient, RoleServer};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
 
-use super::{Envelope, Kind, Limits, LineTransport, nesting};
+use super::{Envelope, HEAD_BYTES, Kind, Limits, LineTransport, SPARE_MAX, Spare, nesting};
 
 fn number(n: i64) -> Option<NumberOrString> {
     Some(NumberOrString::Number(n))
@@ -285,4 +285,29 @@ fn the_default_nesting_limit_parses_on_a_small_stack() {
         matches!(parsed, Ok(JsonRpcMessage::Request(_))),
         "{parsed:?}"
     );
+}
+
+#[test]
+fn a_large_buffer_is_kept_for_the_next_large_line() {
+    let spare = Spare::new();
+    assert!(spare.take().is_none());
+    // Small buffers are not worth keeping; a large one is, emptied.
+    spare.keep(Vec::with_capacity(1024));
+    assert!(spare.take().is_none());
+    let mut large = Vec::with_capacity(HEAD_BYTES * 8);
+    large.extend_from_slice(b"{\"result\":{}}");
+    spare.keep(large);
+    let kept = spare.take().expect("kept");
+    assert!(kept.is_empty() && kept.capacity() >= HEAD_BYTES * 8);
+    // Taken means gone; the roomier of two is kept; none beyond the cap.
+    assert!(spare.take().is_none());
+    spare.keep(Vec::with_capacity(HEAD_BYTES * 16));
+    spare.keep(Vec::with_capacity(HEAD_BYTES * 8));
+    assert!(
+        spare
+            .take()
+            .is_some_and(|b| b.capacity() >= HEAD_BYTES * 16)
+    );
+    spare.keep(Vec::with_capacity(SPARE_MAX + 1));
+    assert!(spare.take().is_none());
 }
