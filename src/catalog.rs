@@ -366,6 +366,8 @@ fn with_hash(prefix: &str, raw: &str) -> String {
 mod tests {
     use std::sync::Arc;
 
+    use rmcp::model::ToolAnnotations;
+
     use super::*;
 
     fn tool(name: &str) -> Tool {
@@ -403,6 +405,29 @@ mod tests {
         assert_eq!(long, export_name("srv", "__", &long_tool), "deterministic");
         assert_ne!(long, export_name("srv", "__", &"t".repeat(81)), "distinct");
         assert!(long.chars().all(is_name_char));
+    }
+
+    #[test]
+    fn a_question_favours_the_tools_that_only_read() {
+        // Two tools alike but for their names and tiers; the one that changes something
+        // comes first in the catalog, so it wins a tie.
+        let writes = Tool::new("first", "The saved notes", Arc::new(Default::default()));
+        let mut reads = Tool::new("second", "The saved notes", Arc::new(Default::default()));
+        reads.annotations = Some(ToolAnnotations::new().read_only(true));
+        let catalog = Catalog::build(
+            "__",
+            &[ServerTools {
+                tiers: TierRules::default(),
+                namespace: true,
+                server: "s".into(),
+                tools: vec![writes, reads],
+            }],
+            &Policy::default(),
+            &Pins::Unpinned,
+        );
+        let first = |query: &str| catalog.search(query, None)[0].exported.to_string();
+        assert_eq!(first("which notes are saved?"), "s__second");
+        assert_eq!(first("saved notes"), "s__first");
     }
 
     #[test]
