@@ -378,6 +378,17 @@ mod tests {
         )
     }
 
+    /// The catalog of one server, `server`, with `tools`.
+    fn one_server(separator: &str, server: &str, tools: Vec<Tool>) -> Catalog {
+        let tools = ServerTools {
+            tiers: TierRules::default(),
+            namespace: true,
+            server: server.into(),
+            tools,
+        };
+        Catalog::build(separator, &[tools], &Policy::default(), &Pins::Unpinned)
+    }
+
     fn names(catalog: &Catalog) -> Vec<&str> {
         catalog
             .entries()
@@ -414,17 +425,7 @@ mod tests {
         let writes = Tool::new("first", "The saved notes", Arc::new(Default::default()));
         let mut reads = Tool::new("second", "The saved notes", Arc::new(Default::default()));
         reads.annotations = Some(ToolAnnotations::new().read_only(true));
-        let catalog = Catalog::build(
-            "__",
-            &[ServerTools {
-                tiers: TierRules::default(),
-                namespace: true,
-                server: "s".into(),
-                tools: vec![writes, reads],
-            }],
-            &Policy::default(),
-            &Pins::Unpinned,
-        );
+        let catalog = one_server("__", "s", vec![writes, reads]);
         let first = |query: &str| catalog.search(query, None)[0].exported.to_string();
         assert_eq!(first("which notes are saved?"), "s__second");
         assert_eq!(first("saved notes"), "s__first");
@@ -432,17 +433,7 @@ mod tests {
 
     #[test]
     fn sanitising_collisions_get_hash_suffixes() {
-        let catalog = Catalog::build(
-            "__",
-            &[ServerTools {
-                tiers: TierRules::default(),
-                namespace: true,
-                server: "s".into(),
-                tools: vec![tool("a.b"), tool("a_b"), tool("a b")],
-            }],
-            &Policy::default(),
-            &Pins::Unpinned,
-        );
+        let catalog = one_server("__", "s", vec![tool("a.b"), tool("a_b"), tool("a b")]);
         let got = names(&catalog);
         assert_eq!(got.len(), 3);
         assert_eq!(
@@ -459,17 +450,7 @@ mod tests {
     fn definitions_keep_everything_but_the_name() {
         let mut original = tool("read");
         original.title = Some("Read".into());
-        let catalog = Catalog::build(
-            "__",
-            &[ServerTools {
-                tiers: TierRules::default(),
-                namespace: true,
-                server: "fs".into(),
-                tools: vec![original.clone()],
-            }],
-            &Policy::default(),
-            &Pins::Unpinned,
-        );
+        let catalog = one_server("__", "fs", vec![original.clone()]);
         let entry = catalog.get("fs__read").map(|e| e.definition.clone());
         let mut expected = original;
         expected.name = "fs__read".into();
@@ -478,17 +459,7 @@ mod tests {
 
     #[test]
     fn a_downstream_tool_never_takes_planmuxs_own_names() {
-        let catalog = Catalog::build(
-            "_",
-            &[ServerTools {
-                tiers: TierRules::default(),
-                namespace: true,
-                server: "approve".into(),
-                tools: vec![tool("plan")],
-            }],
-            &Policy::default(),
-            &Pins::Unpinned,
-        );
+        let catalog = one_server("_", "approve", vec![tool("plan")]);
         let got = names(&catalog);
         assert!(
             got[0].starts_with("approve_plan_") && got[0].len() == 21,
@@ -498,20 +469,14 @@ mod tests {
 
     #[test]
     fn closest_names() {
-        let catalog = Catalog::build(
+        let catalog = one_server(
             "__",
-            &[ServerTools {
-                tiers: TierRules::default(),
-                namespace: true,
-                server: "metrics".into(),
-                tools: vec![
-                    tool("list_metrics"),
-                    tool("query_metric"),
-                    tool("check_threshold"),
-                ],
-            }],
-            &Policy::default(),
-            &Pins::Unpinned,
+            "metrics",
+            vec![
+                tool("list_metrics"),
+                tool("query_metric"),
+                tool("check_threshold"),
+            ],
         );
         assert_eq!(
             catalog.closest("metrics__query_metrics", 1),
