@@ -214,10 +214,11 @@ fn asks(query: &str) -> bool {
         "what", "which", "who", "whom", "whose", "where", "when", "how", "why", "is", "are", "was",
         "were", "do", "does", "did", "can", "has", "have", "show", "list", "find", "look", "see",
     ];
+    // "who's" asks as "who" does.
     let first = query
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .split(|c: char| !c.is_alphanumeric())
         .find(|w| !w.is_empty())
-        .map(|w| w.split('\'').next().unwrap_or(w).to_lowercase());
+        .map(str::to_lowercase);
     query.trim_end().ends_with('?') || first.is_some_and(|w| ASKING.contains(&w.as_str()))
 }
 

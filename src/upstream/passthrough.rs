@@ -460,9 +460,10 @@ fn encode(id: &str, answer: Answer) -> (Vec<u8>, usize) {
             (Some(body), true) => ("error", Body::Within(reply.line, body)),
             (Some(body), false) => {
                 let mut line = reply.line;
-                match blank_result_type(&mut line[body.clone()]) {
-                    true => ("result", Body::Within(line, body)),
-                    false => ("result", Body::Own(legacy(&line[body]).into_owned())),
+                if blank_result_type(&mut line[body.clone()]) {
+                    ("result", Body::Within(line, body))
+                } else {
+                    ("result", Body::Own(legacy(&line[body]).into_owned()))
                 }
             }
             (None, _) => {
