@@ -28,7 +28,7 @@ pub use server::{Offer, Server, State};
 use crate::catalog::{Catalog, Pins, Resources, ServerResources, ServerTools};
 use crate::config::{Config, PolicyConfig};
 use crate::lock::Lock;
-use crate::policy::{Authorized, Denied, Policy, Route};
+use crate::policy::{Authorized, Denied, Policy, Route, Tier};
 use relay::Changes;
 
 /// Why a call to a downstream did not produce a tool result.
@@ -427,7 +427,9 @@ impl Downstreams {
     /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
     pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
         self.ready_for(name).await;
-        self.decide(&self.catalog(), name, route)
+        let catalog = self.catalog();
+        let tier = catalog.get(name).map(|e| e.tier);
+        self.decide(&catalog, name, tier, route)
     }
 
     /// [`Self::authorize`] without waiting: `None` when it would wait (servers still
@@ -438,13 +440,23 @@ impl Downstreams {
                 .grace_ends
                 .get()
                 .is_some_and(|ends| tokio::time::Instant::now() >= *ends);
+        if !settled {
+            return None;
+        }
         let catalog = self.catalog();
-        (settled && catalog.get(name).is_some()).then(|| self.decide(&catalog, name, route))
+        let tier = catalog.get(name)?.tier;
+        Some(self.decide(&catalog, name, Some(tier), route))
     }
 
-    /// The policy's decision on `name` as `catalog` lists it (recorded in the audit trail).
-    fn decide(&self, catalog: &Catalog, name: &str, route: &Route) -> Result<Authorized, Denied> {
-        let tier = catalog.get(name).map(|e| e.tier);
+    /// The policy's decision on `name`, of `tier` (`None`: not listed), as `catalog`
+    /// holds it back or not (recorded in the audit trail).
+    fn decide(
+        &self,
+        catalog: &Catalog,
+        name: &str,
+        tier: Option<Tier>,
+        route: &Route,
+    ) -> Result<Authorized, Denied> {
         let held = catalog.quarantined().iter().find(|q| q.exported == name);
         self.policy()
             .authorize(name, tier, held.map(|q| q.change.as_str()), route)
@@ -455,7 +467,7 @@ impl Downstreams {
     pub fn authorize_read(&self, uri: &str, route: &Route) -> Result<(), Denied> {
         let name = format!("resource:{uri}");
         self.policy()
-            .authorize(&name, Some(crate::policy::Tier::Read), None, route)
+            .authorize(&name, Some(Tier::Read), None, route)
             .map(|_| ())
     }
 

@@ -243,7 +243,6 @@ pub async fn direct(
     Ok(Recorder::default().serve(transport).await?)
 }
 
-/// `tools/call` parameters from a name and a JSON object literal.
 /// A host's `tools/call` of `tool` with `args` under `id`, as one JSON-RPC line.
 pub fn call_line(id: u64, tool: &str, args: Value) -> String {
     serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -251,6 +250,7 @@ pub fn call_line(id: u64, tool: &str, args: Value) -> String {
     .to_string()
 }
 
+/// `tools/call` parameters from a name and a JSON object literal.
 pub fn call(name: &str, args: Value) -> CallToolRequestParams {
     let mut params = CallToolRequestParams::new(name.to_string());
     params.arguments = match args {
