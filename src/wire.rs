@@ -21,9 +21,14 @@ use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+
+pub use writer::RawSender;
+use writer::{Frame, Outlet};
+
+mod writer;
 
 /// Largest message accepted by default: well above the 16 MiB at which rmcp gives up, so
 /// a tool that returns a 20 MB file (which arrives twice, as text and as structured
@@ -38,9 +43,6 @@ const HEAD_BYTES: usize = 64 * 1024;
 const READ_BUFFER: usize = 64 * 1024;
 /// The largest line buffer kept for the next large message ([`Spare`]).
 const SPARE_MAX: usize = 32 * 1024 * 1024;
-/// Frames waiting for the writer: senders wait beyond this, so memory stays bounded even
-/// when the peer stops reading.
-const WRITE_QUEUE: usize = 64;
 
 /// The two limits on one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,50 +103,14 @@ pub struct Forward {
 }
 
 impl Forward {
-    /// Writes it (queues it for the stream's writer).
+    /// Writes it (at once, or queued for the stream's writer).
     pub async fn send(self) -> io::Result<()> {
         self.to.send_from(self.bytes, self.from).await
     }
 }
 
-/// Writes whole messages to the stream, in order with everything else written to it.
-/// It does not keep the stream open: once the transport is closed or dropped, the writer
-/// ends (the peer sees EOF) and sending fails.
-#[derive(Clone)]
-pub struct RawSender(mpsc::WeakSender<Frame>);
-
-impl RawSender {
-    /// Queues one encoded message (without its newline).
-    pub async fn send(&self, bytes: Vec<u8>) -> io::Result<()> {
-        self.send_from(bytes, 0).await
-    }
-
-    /// Queues the message that starts at `from` in `bytes` (and runs to its end, without
-    /// the newline): one built in place in a larger buffer, which is not copied.
-    pub async fn send_from(&self, bytes: Vec<u8>, from: usize) -> io::Result<()> {
-        let closed = || io::Error::new(io::ErrorKind::NotConnected, "the stream is closed");
-        let writer = self.0.upgrade().ok_or_else(closed)?;
-        writer.send((bytes, from, None)).await.map_err(|_| closed())
-    }
-
-    /// Queues one encoded message if the queue has room now; gives it back if not (the
-    /// queue is full, or the stream closed).
-    pub fn try_send(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
-        let Some(writer) = self.0.upgrade() else {
-            return Err(bytes);
-        };
-        writer.try_send((bytes, 0, None)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full((bytes, ..))
-            | mpsc::error::TrySendError::Closed((bytes, ..)) => bytes,
-        })
-    }
-}
-
 /// May encode an outgoing message itself: its bytes, or `None` for the usual encoding.
 pub type Outbound<R> = Arc<dyn Fn(&TxJsonRpcMessage<R>) -> Option<Vec<u8>> + Send + Sync>;
-
-/// One frame for the writer task, with where to report how writing it went.
-type Frame = (Vec<u8>, usize, Option<oneshot::Sender<io::Result<()>>>);
 
 /// A bounded newline-delimited JSON-RPC transport for role `R`.
 pub struct LineTransport<R: ServiceRole, In> {
@@ -156,6 +122,7 @@ pub struct LineTransport<R: ServiceRole, In> {
     /// Who is at the other end, for messages ("the host", "server 'fs'").
     peer: String,
     writer: mpsc::Sender<Frame>,
+    outlet: Arc<dyn Outlet>,
     /// A message to write before reading on (an error reply, or what a divert hook made),
     /// kept while its stream's queue is full.
     outgoing: Option<Forward>,
@@ -177,8 +144,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
     where
         Out: AsyncWrite + Send + Unpin + 'static,
     {
-        let (writer, queue) = mpsc::channel(WRITE_QUEUE);
-        tokio::spawn(write_frames(write, queue));
+        let (writer, outlet) = writer::start(write);
         Self {
             // Large enough that a big answer is read in few calls.
             read: BufReader::with_capacity(READ_BUFFER, read),
@@ -187,6 +153,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
             limits,
             peer: peer.into(),
             writer,
+            outlet,
             outgoing: None,
             awaiting_request: false,
             eof: CancellationToken::new(),
@@ -211,7 +178,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
 
     /// A handle that writes encoded messages to this stream.
     pub fn sender(&self) -> RawSender {
-        RawSender(self.writer.downgrade())
+        RawSender::new(&self.writer, &self.outlet)
     }
 
     /// Lets `hook` encode outgoing messages it wants to write differently.
@@ -500,46 +467,50 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
         &mut self,
         item: TxJsonRpcMessage<R>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let writer = self.writer.clone();
+        let (queue, outlet) = (self.writer.clone(), self.outlet.clone());
         let own = self.outbound.as_ref().and_then(|hook| hook(&item));
         let bytes = match own {
             Some(bytes) => Ok(bytes),
             None => serde_json::to_vec(&item),
         };
         async move {
-            let bytes = bytes.map_err(io::Error::other)?;
+            let mut bytes = bytes.map_err(io::Error::other)?;
+            bytes.push(b'\n');
             let (done, written) = oneshot::channel();
-            writer
-                .send((bytes, 0, Some(done)))
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::NotConnected, "the stream is closed"))?;
-            written
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::NotConnected, "the stream is closed"))?
+            let permit = queue.reserve().await.map_err(|_| writer::closed())?;
+            outlet.queuing();
+            permit.send((bytes, 0, Some(done)));
+            written.await.map_err(|_| writer::closed())?
         }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<R>> {
         loop {
+            if let Some(Forward { to, bytes, from }) = self.outgoing.take() {
+                // At once, if the stream takes it now.
+                let left = match to.queue() {
+                    Some(queue) => to.write_now(&queue, bytes, from).err(),
+                    None => Some(bytes),
+                };
+                if let Some(bytes) = left {
+                    self.outgoing = Some(Forward { to, bytes, from });
+                }
+            }
             if let Some(outgoing) = &self.outgoing {
                 // Reserve first, take after: a cancelled wait loses nothing. A closed
                 // stream takes nothing more.
-                let writer = outgoing.to.0.upgrade();
-                let permit = match writer.as_ref() {
-                    Some(writer) => writer.reserve().await.ok(),
+                let queue = outgoing.to.queue();
+                let permit = match queue.as_ref() {
+                    Some(queue) => queue.reserve().await.ok(),
                     None => None,
                 };
                 let outgoing = self.outgoing.take();
                 match (permit, outgoing) {
                     (Some(permit), Some(outgoing)) => {
-                        permit.send((outgoing.bytes, outgoing.from, None))
+                        outgoing.to.enqueue(permit, outgoing.bytes, outgoing.from);
                     }
                     // This stream's own writer failed: the session is over.
-                    (None, _)
-                        if writer
-                            .as_ref()
-                            .is_some_and(|w| w.same_channel(&self.writer)) =>
-                    {
+                    (None, _) if queue.as_ref().is_some_and(|q| q.same_channel(&self.writer)) => {
                         return None;
                     }
                     _ => {}
@@ -568,27 +539,6 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
         self.writer = closed;
         Ok(())
     }
-}
-
-/// Writes frames in order, each followed by a newline, until every sender is gone.
-async fn write_frames<Out: AsyncWrite + Unpin>(mut out: Out, mut queue: mpsc::Receiver<Frame>) {
-    while let Some((mut bytes, from, done)) = queue.recv().await {
-        bytes.push(b'\n');
-        let result = async {
-            out.write_all(bytes.get(from..).unwrap_or_default()).await?;
-            out.flush().await
-        }
-        .await;
-        let failed = result.is_err();
-        if let Some(done) = done {
-            let _ = done.send(result);
-        }
-        SPARE.keep(bytes);
-        if failed {
-            return;
-        }
-    }
-    let _ = out.shutdown().await;
 }
 
 /// One large line buffer, kept between large messages for the next one.

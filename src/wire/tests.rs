@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use rmcp::model::{ClientRequest, ErrorCode, JsonRpcMessage, NumberOrString};
 use rmcp::transport::Transport;
 use rmcp::{RoleClient, RoleServer};
@@ -310,4 +312,68 @@ fn a_large_buffer_is_kept_for_the_next_large_line() {
     );
     spare.keep(Vec::with_capacity(SPARE_MAX + 1));
     assert!(spare.take().is_none());
+}
+
+/// A transport whose peer reads through a pipe of `room` bytes: its sender, and the
+/// peer's reading end.
+fn writing_through(
+    room: usize,
+) -> (
+    LineTransport<RoleServer, DuplexStream>,
+    super::RawSender,
+    BufReader<DuplexStream>,
+) {
+    let (ours, theirs) = tokio::io::duplex(room);
+    let (input, _) = tokio::io::duplex(1);
+    let transport = LineTransport::new(input, ours, small(), "the peer");
+    let sender = transport.sender();
+    (transport, sender, BufReader::new(theirs))
+}
+
+#[tokio::test]
+async fn a_message_sent_while_nothing_is_queued_is_written_at_once() {
+    let (_transport, sender, mut peer) = writing_through(1 << 16);
+    assert!(sender.try_send(br#"{"n":1}"#.to_vec()).is_ok());
+    // Nothing else ran meanwhile (one thread, no await): the sender wrote it itself.
+    let mut text = String::new();
+    let read = tokio::time::timeout(Duration::ZERO, peer.read_line(&mut text)).await;
+    assert!(read.is_ok(), "not written yet");
+    assert_eq!(text, "{\"n\":1}\n");
+}
+
+#[tokio::test]
+async fn messages_keep_their_order_whether_written_at_once_or_queued() {
+    // A pipe of 16 bytes: most messages are written in part at once, the rest queued.
+    let (_transport, sender, peer) = writing_through(16);
+    let expected: Vec<String> = (0..60)
+        .map(|i| format!(r#"{{"n":{i},"pad":"{}"}}"#, "x".repeat(i % 7 * 5)))
+        .collect();
+    let count = expected.len();
+    let reader = tokio::spawn(async move {
+        let mut lines = peer.lines();
+        let mut got = Vec::new();
+        while got.len() < count
+            && let Ok(Some(line)) = lines.next_line().await
+        {
+            got.push(line);
+        }
+        got
+    });
+    for (i, message) in expected.iter().enumerate() {
+        // Both ways of sending; `try_send` gives back what the queue has no room for.
+        let bytes = message.clone().into_bytes();
+        let sent = match i % 2 {
+            0 => match sender.try_send(bytes) {
+                Err(bytes) => sender.send(bytes).await,
+                Ok(()) => Ok(()),
+            },
+            _ => sender.send(bytes).await,
+        };
+        assert!(sent.is_ok(), "{i}");
+        if i % 2 == 1 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let got = reader.await.unwrap_or_default();
+    assert_eq!(got, expected);
 }
