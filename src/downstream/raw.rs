@@ -137,7 +137,13 @@ impl RawCalls {
 
     /// A fresh raw id.
     pub(super) fn next_id(&self) -> String {
-        format!("{PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed))
+        // Not `format!`: this is on every routed call's path, and the formatting machinery
+        // is a good share of the code such a call runs (BENCHMARKS.md §1).
+        [
+            PREFIX,
+            &self.next.fetch_add(1, Ordering::Relaxed).to_string(),
+        ]
+        .concat()
     }
 
     /// A fresh id, waiting for its answer.

@@ -96,7 +96,7 @@ impl RawRoute {
         let id = calls.next_id();
         // Raw ids need no escaping.
         let tool = serde_json::to_string(&self.tool).unwrap_or_default();
-        let bytes = request(&format!("\"{id}\""), &tool);
+        let bytes = request(&["\"", id.as_str(), "\""].concat(), &tool);
         let routed = Routed {
             key: key.to_owned(),
             sink,

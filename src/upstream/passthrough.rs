@@ -130,7 +130,7 @@ impl Plain {
             from..from + raw.get().len()
         };
         Some(Self {
-            key: id.to_string(),
+            key: serde_json::to_string(&id).ok()?,
             name,
             progress,
             id_at: at(raw_id),
@@ -269,7 +269,9 @@ impl Passthrough {
         let Some(id) = notice.pointer("/params/requestId") else {
             return;
         };
-        let key = id.to_string();
+        let Ok(key) = serde_json::to_string(id) else {
+            return;
+        };
         let mut in_flight = self.in_flight();
         match in_flight.get(&key) {
             Some(Flight::Task(cancel)) => cancel.cancel(),
@@ -455,15 +457,17 @@ enum Answer {
 /// write theirs in this order too). `{"result":` fits before the result in any line that
 /// has one.
 fn encode(id: &str, answer: Answer) -> (Vec<u8>, usize) {
-    let (key, body) = match answer {
+    const RESULT: &str = r#"{"result":"#;
+    const ERROR: &str = r#"{"error":"#;
+    let (head, body) = match answer {
         Answer::Reply(reply) => match (reply.body.clone(), reply.is_error) {
-            (Some(body), true) => ("error", Body::Within(reply.line, body)),
+            (Some(body), true) => (ERROR, Body::Within(reply.line, body)),
             (Some(body), false) => {
                 let mut line = reply.line;
                 if blank_result_type(&mut line[body.clone()]) {
-                    ("result", Body::Within(line, body))
+                    (RESULT, Body::Within(line, body))
                 } else {
-                    ("result", Body::Own(legacy(&line[body]).into_owned()))
+                    (RESULT, Body::Own(legacy(&line[body]).into_owned()))
                 }
             }
             (None, _) => {
@@ -472,7 +476,7 @@ fn encode(id: &str, answer: Answer) -> (Vec<u8>, usize) {
                     None,
                 );
                 (
-                    "error",
+                    ERROR,
                     Body::Own(serde_json::to_vec(&error).unwrap_or_default()),
                 )
             }
@@ -482,15 +486,15 @@ fn encode(id: &str, answer: Answer) -> (Vec<u8>, usize) {
             if !blank_result_type(&mut result) {
                 result = legacy(&result).into_owned();
             }
-            ("result", Body::Own(result))
+            (RESULT, Body::Own(result))
         }
         Answer::Error(error) => (
-            "error",
+            ERROR,
             Body::Own(serde_json::to_vec(&error).unwrap_or_default()),
         ),
     };
-    let head = format!(r#"{{"{key}":"#);
-    let tail = format!(r#","jsonrpc":"2.0","id":{id}}}"#);
+    // Not `format!`: this is on every routed call's path (see `RawCalls::next_id`).
+    let tail = [r#","jsonrpc":"2.0","id":"#, id, "}"].concat();
     match body {
         Body::Within(mut line, body) if body.start >= head.len() => {
             let from = body.start - head.len();
@@ -501,8 +505,8 @@ fn encode(id: &str, answer: Answer) -> (Vec<u8>, usize) {
             line.extend_from_slice(tail.as_bytes());
             (line, from)
         }
-        Body::Within(line, body) => (joined(&head, &line[body], &tail), 0),
-        Body::Own(body) => (joined(&head, &body, &tail), 0),
+        Body::Within(line, body) => (joined(head, &line[body], &tail), 0),
+        Body::Own(body) => (joined(head, &body, &tail), 0),
     }
 }
 
