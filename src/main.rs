@@ -17,6 +17,7 @@ use planmux::plan::{PlanIssue, dot, mermaid, render_issues};
 use planmux::policy::{Approver, Confirm};
 use planmux::runner::{PlanRunner, Unchecked};
 use planmux::upstream::surface::SEARCH_TOOLS_TOOL;
+use planmux::wire::LineTransport;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -292,8 +293,9 @@ async fn run(cli: Cli) -> Result<i32> {
 }
 
 async fn serve(config: Config) -> Result<()> {
-    let (reader, writer) = planmux::pipes::host_stdio();
-    planmux::serve::serve(&config, reader, writer, terminated())
+    let (read, write) = planmux::pipes::host_stdio().context("cannot open stdin")?;
+    let transport = LineTransport::blocking(read, write, config.proxy.wire, "the host");
+    planmux::serve::serve(&config, transport, terminated())
         .await
         .context("MCP handshake with the host failed")
 }

@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::AsyncWrite;
 use tokio::net::unix::pipe;
 
 /// The pipe buffer asked for on the pipes planmux reads and writes: the kernel's default
@@ -21,32 +21,27 @@ pub fn widen_pipe(fd: impl AsFd) {
     let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_BUFFER));
 }
 
-/// The host's stdin, as a stream for the runtime.
-pub type HostReader = Box<dyn AsyncRead + Send + Unpin>;
 /// The host's stdout, as a stream for the runtime.
 pub type HostWriter = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// The host's stdin and stdout, widened.
 ///
-/// When they are pipes or sockets (how hosts launch a server), they are made non-blocking
-/// and polled by the runtime like a child's pipes, where tokio's own stdio hands every
-/// read and write to a blocking thread and back (BENCHMARKS.md §1 measured no difference
-/// in latency; nothing blocks this way). Anything else (a terminal, a file) goes through
-/// tokio's stdio. Must be called within the runtime.
-pub fn host_stdio() -> (HostReader, HostWriter) {
+/// Stdin is a copy of its descriptor, read with blocking calls on a thread of its own
+/// (`wire::Blocking`). Stdout, when it is a pipe or a socket (how hosts launch a server),
+/// is made non-blocking and polled by the runtime like a child's pipes, where tokio's own
+/// stdio hands every write to a blocking thread and back (BENCHMARKS.md §1 measured no
+/// difference in latency; nothing blocks this way); anything else (a terminal, a file)
+/// goes through tokio's stdio. Must be called within the runtime.
+pub fn host_stdio() -> io::Result<(File, HostWriter)> {
     widen_pipe(io::stdin());
     widen_pipe(io::stdout());
-    let stdin = polled(io::stdin()).map(pipe::Receiver::from_owned_fd_unchecked);
-    let reader: HostReader = match stdin {
-        Some(Ok(stdin)) => Box::new(stdin),
-        _ => Box::new(tokio::io::stdin()),
-    };
+    let stdin = File::from(io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = polled(io::stdout()).map(pipe::Sender::from_owned_fd_unchecked);
     let writer: HostWriter = match stdout {
         Some(Ok(stdout)) => Box::new(stdout),
         _ => Box::new(tokio::io::stdout()),
     };
-    (reader, writer)
+    Ok((stdin, writer))
 }
 
 /// A copy of `fd`, made non-blocking, if it is a pipe or a socket (what the runtime can

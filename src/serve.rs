@@ -6,9 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
-use tokio::io::{AsyncRead, AsyncWrite};
+use rmcp::{RoleServer, ServiceExt};
+use tokio::io::AsyncRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -28,19 +28,17 @@ const ANSWER_GRACE: Duration = Duration::from_millis(500);
 /// they are offered what the host supports (hosts speak at once when they launch planmux).
 const HOST_ARRIVAL: Duration = Duration::from_secs(1);
 
-/// Serves MCP to the host at the other end of `read`/`write` until the host hangs up or
-/// `shutdown` resolves; then stops the calls in flight and closes every downstream (their
+/// Serves MCP to the host at the other end of `transport` (its limits should be
+/// `proxy.wire`'s) until the host hangs up or `shutdown` resolves; then stops the calls in flight and closes every downstream (their
 /// processes gone) before returning. The downstreams start once the host has introduced
 /// itself; its handshake is answered when they are ready, or after `list_grace_ms`.
-pub async fn serve<R, W>(
+pub async fn serve<In>(
     config: &Config,
-    read: R,
-    write: W,
+    transport: LineTransport<RoleServer, In>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerInitializeError>
 where
-    R: AsyncRead + Send + Unpin + 'static,
-    W: AsyncWrite + Send + Unpin + 'static,
+    In: AsyncRead + Send + Unpin + 'static,
 {
     let host = Arc::new(HostLink::expecting_host());
     let stop = CancellationToken::new();
@@ -70,11 +68,9 @@ where
     ));
     // Tool definition fields rmcp's types leave out go back into tools/list.
     let fields = downstreams.clone();
-    let transport = LineTransport::new(read, write, config.proxy.wire, "the host")
-        .serving()
-        .with_outbound(Arc::new(move |message| {
-            restore_tool_fields(message, |name| fields.unmodelled_fields(name))
-        }));
+    let transport = transport.serving().with_outbound(Arc::new(move |message| {
+        restore_tool_fields(message, |name| fields.unmodelled_fields(name))
+    }));
     // The host hanging up is noticed even while rmcp is still draining requests.
     let eof = transport.eof();
     let upstream = Upstream::new(
@@ -147,7 +143,8 @@ mod tests {
         let (read, write) = tokio::io::split(ours);
         let shutdown = CancellationToken::new();
         let config = config();
-        let server = serve(&config, read, write, shutdown.clone().cancelled_owned());
+        let transport = LineTransport::new(read, write, config.proxy.wire, "the host");
+        let server = serve(&config, transport, shutdown.clone().cancelled_owned());
         let client = async {
             let client = ().serve(theirs).await.unwrap_or_else(|e| panic!("{e}"));
             let peer = client.peer().clone();

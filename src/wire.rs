@@ -12,22 +12,24 @@
 //! It also drops notifications that arrive before the peer's first request when serving
 //! (a host that sends `notifications/initialized` too early must not end the session).
 
+use std::fs::File;
 use std::io;
-use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, NumberOrString};
+use rmcp::model::NumberOrString;
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde::Deserialize;
-use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+pub use reader::Blocking;
+use reader::{Inbox, Reader};
 pub use writer::RawSender;
 use writer::{Frame, Outlet};
 
+mod reader;
 mod writer;
 
 /// Largest message accepted by default: well above the 16 MiB at which rmcp gives up, so
@@ -39,8 +41,6 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_NESTING: usize = 512;
 /// How much of an oversized line is kept to find its id: ids come first in practice.
 const HEAD_BYTES: usize = 64 * 1024;
-/// Bytes read from the stream at a time.
-const READ_BUFFER: usize = 64 * 1024;
 /// The largest line buffer kept for the next large message ([`Spare`]).
 const SPARE_MAX: usize = 32 * 1024 * 1024;
 
@@ -114,65 +114,69 @@ pub type Outbound<R> = Arc<dyn Fn(&TxJsonRpcMessage<R>) -> Option<Vec<u8>> + Sen
 
 /// A bounded newline-delimited JSON-RPC transport for role `R`.
 pub struct LineTransport<R: ServiceRole, In> {
-    read: BufReader<In>,
-    line: Vec<u8>,
-    /// Bytes of the oversized line being skipped, once it passed the limit.
-    skipping: Option<usize>,
-    limits: Limits,
-    /// Who is at the other end, for messages ("the host", "server 'fs'").
-    peer: String,
     writer: mpsc::Sender<Frame>,
     outlet: Arc<dyn Outlet>,
-    /// A message to write before reading on (an error reply, or what a divert hook made),
-    /// kept while its stream's queue is full.
-    outgoing: Option<Forward>,
-    /// Serving: notifications before the first request are dropped.
-    awaiting_request: bool,
     /// Cancelled when the peer closes its side.
     eof: CancellationToken,
-    inbound: Option<Inbound>,
     outbound: Option<Outbound<R>>,
-    divert: Option<Divert>,
-    _role: PhantomData<fn() -> R>,
+    /// The reading end, until the first `receive` starts it.
+    reader: Option<Box<Reader<R, In>>>,
+    /// What the reader leaves for rmcp, once started.
+    inbox: Option<Inbox<R>>,
+}
+
+impl<R: ServiceRole> LineTransport<R, Blocking> {
+    /// A transport reading the file or pipe `read` with blocking calls, on a thread of
+    /// its own ([`Blocking`]); otherwise as [`LineTransport::new`].
+    pub fn blocking<Out>(read: File, write: Out, limits: Limits, peer: impl Into<String>) -> Self
+    where
+        Out: AsyncWrite + Send + Unpin + 'static,
+    {
+        Self::new(Blocking::new(read), write, limits, peer)
+    }
 }
 
 impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In> {
     /// A transport reading `read` and writing `write`; `peer` names the other end in
     /// messages. The writer runs on its own task, which ends when the transport is
-    /// dropped or closed, after writing what was queued.
+    /// dropped or closed, after writing what was queued; the reader runs on its own
+    /// task (or thread) from the first `receive` until the transport is dropped.
     pub fn new<Out>(read: In, write: Out, limits: Limits, peer: impl Into<String>) -> Self
     where
         Out: AsyncWrite + Send + Unpin + 'static,
     {
         let (writer, outlet) = writer::start(write);
+        let eof = CancellationToken::new();
+        let own = RawSender::new(&writer, &outlet);
+        let reader = Reader::new(read, limits, peer.into(), own, eof.clone());
         Self {
-            // Large enough that a big answer is read in few calls.
-            read: BufReader::with_capacity(READ_BUFFER, read),
-            line: Vec::new(),
-            skipping: None,
-            limits,
-            peer: peer.into(),
             writer,
             outlet,
-            outgoing: None,
-            awaiting_request: false,
-            eof: CancellationToken::new(),
-            inbound: None,
+            eof,
             outbound: None,
-            divert: None,
-            _role: PhantomData,
+            reader: Some(Box::new(reader)),
+            inbox: None,
         }
+    }
+
+    /// The reader, to set up before the first `receive`.
+    fn reader(&mut self) -> Option<&mut Reader<R, In>> {
+        self.reader.as_deref_mut()
     }
 
     /// Shows `hook` the text of every well-formed message received.
     pub fn with_inbound(mut self, hook: Inbound) -> Self {
-        self.inbound = Some(hook);
+        if let Some(reader) = self.reader() {
+            reader.inbound = Some(hook);
+        }
         self
     }
 
     /// Lets `hook` take the well-formed messages it wants before they are decoded.
     pub fn with_divert(mut self, hook: Divert) -> Self {
-        self.divert = Some(hook);
+        if let Some(reader) = self.reader() {
+            reader.divert = Some(hook);
+        }
         self
     }
 
@@ -190,273 +194,15 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> LineTransport<R, In
     /// Drops notifications and responses until the peer's first request: for serving,
     /// where rmcp ends the session on anything but a request before the handshake.
     pub fn serving(mut self) -> Self {
-        self.awaiting_request = true;
+        if let Some(reader) = self.reader() {
+            reader.awaiting_request = true;
+        }
         self
     }
 
     /// A token cancelled when the peer closes its side of the stream.
     pub fn eof(&self) -> CancellationToken {
         self.eof.clone()
-    }
-
-    /// Reads one line into `self.line`, never holding more than the limit. Cancel-safe:
-    /// a partial line stays in `self.line` for the next call.
-    async fn read_line(&mut self) -> Option<Line> {
-        loop {
-            let available = match self.read.fill_buf().await {
-                Ok(available) => available,
-                Err(error) => {
-                    tracing::warn!(peer = %self.peer, %error, "read failed");
-                    return None;
-                }
-            };
-            if available.is_empty() {
-                return None;
-            }
-            let newline = memchr::memchr(b'\n', available);
-            let take = newline.map_or(available.len(), |at| at + 1);
-            if newline.is_none() && self.line.is_empty() && self.skipping.is_none() {
-                // A line longer than what came: a large message may be on its way.
-                if let Some(spare) = SPARE.take() {
-                    self.line = spare;
-                }
-            }
-            let mut done = None;
-            match self.skipping.as_mut() {
-                Some(skipped) => {
-                    *skipped += take;
-                    if newline.is_some() {
-                        done = Some(Line::Oversized(*skipped));
-                    }
-                }
-                None if self.line.len() + take > self.limits.max_message_bytes => {
-                    // Keep the head (the id is there), skip the rest.
-                    let room = HEAD_BYTES.saturating_sub(self.line.len()).min(take);
-                    self.line.extend_from_slice(&available[..room]);
-                    let size = self.line.len() - room + take;
-                    if newline.is_some() {
-                        done = Some(Line::Oversized(size));
-                    } else {
-                        self.skipping = Some(size);
-                    }
-                }
-                None => {
-                    self.line.extend_from_slice(&available[..take]);
-                    if newline.is_some() {
-                        done = Some(Line::Whole);
-                    }
-                }
-            }
-            self.read.consume(take);
-            if let Some(line) = done {
-                self.skipping = None;
-                return Some(line);
-            }
-        }
-    }
-
-    /// What to do with the line in `self.line`.
-    fn decode(&mut self, line: Line) -> Decoded<R> {
-        trim(&mut self.line);
-        if self.line.is_empty() {
-            return Decoded::Skip;
-        }
-        let problem = match line {
-            Line::Oversized(size) => Problem::TooLarge(size),
-            Line::Whole => match nesting(&self.line) {
-                depth if depth > self.limits.max_nesting => Problem::TooDeep(depth),
-                _ if let Some(divert) = &self.divert
-                    && let diverted @ (Diverted::Taken | Diverted::Forward(_)) =
-                        divert(&mut self.line) =>
-                {
-                    return match diverted {
-                        Diverted::Forward(forward) => Decoded::Forward(forward),
-                        _ => Decoded::Skip,
-                    };
-                }
-                _ => match parse::<R>(&self.line) {
-                    Ok(message) => {
-                        if let Some(hook) = &self.inbound {
-                            hook(&self.line);
-                        }
-                        return self.admit(message);
-                    }
-                    Err(error) => Problem::Invalid(error),
-                },
-            },
-        };
-        if self.line.first() == Some(&b'[') {
-            return self.reject_batch(problem);
-        }
-        self.reject(Envelope::scan(&self.line), problem)
-    }
-
-    /// Passes a parsed message on, unless it is a notification before the first request.
-    fn admit(&mut self, message: RxJsonRpcMessage<R>) -> Decoded<R> {
-        if self.awaiting_request {
-            if !matches!(message, JsonRpcMessage::Request(_)) {
-                tracing::debug!(peer = %self.peer, "ignoring a message before the first request");
-                return Decoded::Skip;
-            }
-            self.awaiting_request = false;
-        }
-        Decoded::Message(message)
-    }
-
-    /// `bytes` for this stream's peer.
-    fn reply(&self, bytes: Vec<u8>) -> Decoded<R> {
-        Decoded::Forward(Forward {
-            to: self.sender(),
-            bytes,
-            from: 0,
-        })
-    }
-
-    /// The answer to a message that cannot be delivered: an error reply to a request, an
-    /// error response in place of a response, or (with no readable id) a log line.
-    fn reject(&self, envelope: Envelope, problem: Problem) -> Decoded<R> {
-        let message = problem.describe(&self.peer, &self.limits);
-        if envelope.kind == Kind::BadId {
-            // JSON-RPC: when a request's id cannot be read, the error's id is null.
-            tracing::warn!(peer = %self.peer, "refused a request without a readable id: {message}");
-            let reply = json!({"jsonrpc": "2.0", "id": null, "error": {
-                "code": ErrorCode::INVALID_REQUEST.0,
-                "message": format!("{message} (an id is a string or an integer)")}});
-            return self.reply(reply.to_string().into_bytes());
-        }
-        let Some(id) = envelope.id else {
-            tracing::warn!(peer = %self.peer, "dropped a message without a readable id: {message}");
-            return Decoded::Skip;
-        };
-        // An id alone, with neither a method nor an answer: from a server, most likely a
-        // broken answer to planmux (its call fails at once); from a host, a request
-        // that is not one (it is answered).
-        let kind = match envelope.kind {
-            Kind::Bare if R::IS_CLIENT => Kind::Response,
-            Kind::Bare => Kind::Request,
-            kind => kind,
-        };
-        match kind {
-            Kind::Request => {
-                tracing::warn!(peer = %self.peer, %id, "refused a request: {message}");
-                let error = ErrorData::new(problem.code(), message, None);
-                let reply = JsonRpcError::new(Some(id), error);
-                match serde_json::to_vec(&reply) {
-                    Ok(bytes) => self.reply(bytes),
-                    Err(_) => Decoded::Skip,
-                }
-            }
-            Kind::Response => {
-                tracing::warn!(peer = %self.peer, %id, "an answer could not be read: {message}");
-                let refused = json!({REFUSED: true});
-                let error = ErrorData::new(ErrorCode::INTERNAL_ERROR, message, Some(refused));
-                let response = JsonRpcError::new(Some(id), error);
-                // An answer to a raw call goes to that call, like any other answer of its.
-                let diverted = match (&self.divert, serde_json::to_vec(&response)) {
-                    (Some(divert), Ok(mut bytes)) => divert(&mut bytes),
-                    _ => Diverted::Left,
-                };
-                match diverted {
-                    Diverted::Left => Decoded::Message(JsonRpcMessage::Error(response)),
-                    Diverted::Taken => Decoded::Skip,
-                    Diverted::Forward(forward) => Decoded::Forward(forward),
-                }
-            }
-            Kind::Notification | Kind::Bare | Kind::BadId => Decoded::Skip,
-        }
-    }
-
-    /// A JSON-RPC batch (an array of messages), which MCP dropped in 2025-06-18: each
-    /// request in it with a readable id is answered with an error saying so.
-    fn reject_batch(&self, problem: Problem) -> Decoded<R> {
-        let Ok(batch) = serde_json::from_slice::<Batch>(&self.line) else {
-            return self.reject(Envelope::scan(&self.line), problem);
-        };
-        let message = format!(
-            "{} sent a JSON-RPC batch; MCP has no batches since 2025-06-18: send each message on its own line",
-            self.peer
-        );
-        let refuse = |id: Option<NumberOrString>, message: String| {
-            let error = ErrorData::new(ErrorCode::INVALID_REQUEST, message, None);
-            serde_json::to_string(&JsonRpcError::new(id, error)).unwrap_or_default()
-        };
-        let mut replies: Vec<String> = batch
-            .ids
-            .into_iter()
-            .map(|id| refuse(Some(id), message.clone()))
-            .collect();
-        if batch.more > 0 {
-            // Bounded work: a batch of millions is not answered a million times.
-            let more = format!(
-                "{message} ({} more requests in the batch were not answered)",
-                batch.more
-            );
-            replies.push(
-                json!({"jsonrpc": "2.0", "id": null, "error": {
-                "code": ErrorCode::INVALID_REQUEST.0, "message": more}})
-                .to_string(),
-            );
-        }
-        tracing::warn!(peer = %self.peer, requests = replies.len(), "refused a batch");
-        if replies.is_empty() {
-            return Decoded::Skip;
-        }
-        // One frame, one line per answer: the writer ends it with the last newline.
-        self.reply(replies.join("\n").into_bytes())
-    }
-}
-
-/// Requests of a batch answered one by one; the rest are counted.
-const MAX_BATCH_ANSWERS: usize = 64;
-
-/// The requests of a JSON-RPC batch: the ids of the first [`MAX_BATCH_ANSWERS`] with a
-/// method and a readable id, and how many more there were. Read in one pass, keeping no
-/// more than that.
-struct Batch {
-    ids: Vec<NumberOrString>,
-    more: usize,
-}
-
-impl<'de> Deserialize<'de> for Batch {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        /// One member: a request-like object, or anything else (skipped).
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Member {
-            Request {
-                id: NumberOrString,
-                #[allow(dead_code)]
-                method: serde::de::IgnoredAny,
-            },
-            Other(serde::de::IgnoredAny),
-        }
-        struct Members;
-        impl<'de> serde::de::Visitor<'de> for Members {
-            type Value = Batch;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON-RPC batch")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Batch, A::Error> {
-                let mut batch = Batch {
-                    ids: Vec::new(),
-                    more: 0,
-                };
-                while let Some(member) = seq.next_element::<Member>()? {
-                    if let Member::Request { id, .. } = member {
-                        if batch.ids.len() < MAX_BATCH_ANSWERS {
-                            batch.ids.push(id);
-                        } else {
-                            batch.more += 1;
-                        }
-                    }
-                }
-                Ok(batch)
-            }
-        }
-        deserializer.deserialize_seq(Members)
     }
 }
 
@@ -485,52 +231,10 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Transport<R> for Li
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<R>> {
-        loop {
-            if let Some(Forward { to, bytes, from }) = self.outgoing.take() {
-                // At once, if the stream takes it now.
-                let left = match to.queue() {
-                    Some(queue) => to.write_now(&queue, bytes, from).err(),
-                    None => Some(bytes),
-                };
-                if let Some(bytes) = left {
-                    self.outgoing = Some(Forward { to, bytes, from });
-                }
-            }
-            if let Some(outgoing) = &self.outgoing {
-                // Reserve first, take after: a cancelled wait loses nothing. A closed
-                // stream takes nothing more.
-                let queue = outgoing.to.queue();
-                let permit = match queue.as_ref() {
-                    Some(queue) => queue.reserve().await.ok(),
-                    None => None,
-                };
-                let outgoing = self.outgoing.take();
-                match (permit, outgoing) {
-                    (Some(permit), Some(outgoing)) => {
-                        outgoing.to.enqueue(permit, outgoing.bytes, outgoing.from);
-                    }
-                    // This stream's own writer failed: the session is over.
-                    (None, _) if queue.as_ref().is_some_and(|q| q.same_channel(&self.writer)) => {
-                        return None;
-                    }
-                    _ => {}
-                }
-            }
-            let Some(line) = self.read_line().await else {
-                self.eof.cancel();
-                return None;
-            };
-            let decoded = self.decode(line);
-            self.line.clear();
-            if self.line.capacity() > HEAD_BYTES * 4 {
-                SPARE.keep(std::mem::take(&mut self.line));
-            }
-            match decoded {
-                Decoded::Message(message) => return Some(message),
-                Decoded::Forward(forward) => self.outgoing = Some(forward),
-                Decoded::Skip => {}
-            }
+        if let Some(reader) = self.reader.take() {
+            self.inbox = Some(reader.start());
         }
+        self.inbox.as_mut()?.next().await
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
@@ -575,73 +279,6 @@ impl Spare {
     fn take(&self) -> Option<Vec<u8>> {
         let mut spare = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         (spare.capacity() > 0).then(|| std::mem::take(&mut *spare))
-    }
-}
-
-/// How a line read ended.
-enum Line {
-    /// A whole line is in the buffer.
-    Whole,
-    /// The line (this many bytes) was over the limit; only its head is in the buffer.
-    Oversized(usize),
-}
-
-enum Decoded<R: ServiceRole> {
-    Message(RxJsonRpcMessage<R>),
-    /// To write (on this stream or another) before reading on.
-    Forward(Forward),
-    Skip,
-}
-
-/// Why a message could not be delivered.
-enum Problem {
-    TooLarge(usize),
-    TooDeep(usize),
-    Invalid(serde_json::Error),
-}
-
-impl Problem {
-    fn describe(&self, peer: &str, limits: &Limits) -> String {
-        match self {
-            Problem::TooLarge(bytes) => format!(
-                "a message of {} from {peer} exceeds max_message_bytes ({})",
-                size(*bytes),
-                size(limits.max_message_bytes)
-            ),
-            Problem::TooDeep(depth) => format!(
-                "a message from {peer} is nested too deeply ({depth} levels; max_nesting is {})",
-                limits.max_nesting
-            ),
-            Problem::Invalid(error) => {
-                // serde names a broken `\u` escape by where it stopped reading.
-                let text = error.to_string();
-                let hint = if text.contains("hex escape") || text.contains("surrogate") {
-                    " (a \\uD800-\\uDFFF escape must be half of a surrogate pair: \\uD83D\\uDE00, not alone)"
-                } else {
-                    ""
-                };
-                format!("a message from {peer} is not valid: {text}{hint}")
-            }
-        }
-    }
-
-    fn code(&self) -> ErrorCode {
-        match self {
-            Problem::Invalid(error) if error.is_syntax() || error.is_eof() => {
-                ErrorCode::PARSE_ERROR
-            }
-            _ => ErrorCode::INVALID_REQUEST,
-        }
-    }
-}
-
-/// A size for people: `9.9 KiB`, `18.0 MiB`.
-fn size(bytes: usize) -> String {
-    let kib = bytes as f64 / 1024.0;
-    if kib < 1024.0 {
-        format!("{kib:.1} KiB")
-    } else {
-        format!("{:.1} MiB", kib / 1024.0)
     }
 }
 

@@ -313,7 +313,9 @@ fn mutated_plans_always_get_an_answer_and_planmux_keeps_serving() -> R {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     let (read, write) = tokio::io::split(ours);
     let server = runtime.spawn(async move {
-        planmux::serve::serve(&config, read, write, std::future::pending()).await
+        let transport =
+            planmux::wire::LineTransport::new(read, write, config.proxy.wire, "the host");
+        planmux::serve::serve(&config, transport, std::future::pending()).await
     });
     // The client reads with planmux's own transport: rmcp's drops answers nested deeper
     // than 128, and mutated plans make such answers.

@@ -222,8 +222,8 @@ where
 
 /// Serves one demo over this process's stdin/stdout until the client disconnects.
 pub async fn serve_stdio(kind: DemoKind, root: Option<PathBuf>) -> anyhow::Result<()> {
-    let (read, write) = crate::pipes::host_stdio();
-    let transport = LineTransport::new(read, write, Limits::default(), "the client").serving();
+    let (read, write) = crate::pipes::host_stdio()?;
+    let transport = LineTransport::blocking(read, write, Limits::default(), "the client").serving();
     serve_on(kind, root, transport).await
 }
 

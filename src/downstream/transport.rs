@@ -185,8 +185,13 @@ pub(crate) async fn connect(
                     }
                 });
             }
-            let transport = LineTransport::new(stdout, stdin, config.wire, peer_name(config))
-                .with_inbound(noting);
+            // Read with blocking calls on a thread of its own (`wire::Blocking`).
+            let stdout = stdout
+                .into_owned_fd()
+                .map_err(|e| format!("cannot start '{command}': {e}"))?;
+            let transport =
+                LineTransport::blocking(stdout.into(), stdin, config.wire, peer_name(config))
+                    .with_inbound(noting);
             let raw = RawCalls::new(transport.sender(), &config.name, config.call_timeout);
             let transport = transport.with_divert(raw.divert());
             match relay

@@ -1,3 +1,7 @@
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
 use std::time::Duration;
 
 use rmcp::model::{ClientRequest, ErrorCode, JsonRpcMessage, NumberOrString};
@@ -376,4 +380,87 @@ async fn messages_keep_their_order_whether_written_at_once_or_queued() {
     }
     let got = reader.await.unwrap_or_default();
     assert_eq!(got, expected);
+}
+
+/// A pipe read with blocking calls: its reader runs on a thread of its own, the divert
+/// hook there too; what the hook leaves reaches rmcp, and the pipe's end ends the
+/// transport.
+#[tokio::test]
+async fn a_blocking_pipe_is_read_on_a_thread_of_its_own() {
+    let (read, mut write) = std::io::pipe().unwrap_or_else(|e| panic!("{e}"));
+    let (ours, _theirs) = tokio::io::duplex(1 << 16);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let hook: super::Divert = {
+        let seen = seen.clone();
+        Arc::new(move |line: &mut Vec<u8>| {
+            seen.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(thread::current().id());
+            match line.starts_with(br#"{"take""#) {
+                true => super::Diverted::Taken,
+                false => super::Diverted::Left,
+            }
+        })
+    };
+    let file = std::fs::File::from(std::os::fd::OwnedFd::from(read));
+    let mut transport =
+        LineTransport::<RoleServer, _>::blocking(file, ours, small(), "the host").with_divert(hook);
+    let eof = transport.eof();
+    let taken = r#"{"take":1,"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let left = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    writeln!(write, "{taken}\n{left}").unwrap_or_else(|e| panic!("{e}"));
+    match transport.receive().await {
+        Some(JsonRpcMessage::Request(request)) => assert_eq!(request.id, number(1).unwrap()),
+        other => panic!("expected the ping, got {other:?}"),
+    }
+    let threads = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(threads.len(), 2);
+    assert!(threads.iter().all(|id| *id != thread::current().id()));
+    drop(write);
+    assert!(
+        transport.receive().await.is_none(),
+        "the pipe's end ends it"
+    );
+    assert!(eof.is_cancelled());
+}
+
+/// The reader decodes a message only once rmcp has asked for the next one: what rmcp
+/// does with a message (a log line routed to the call in flight) happens before the
+/// hook takes the next (that call's answer), though the reader runs on another thread.
+#[tokio::test]
+async fn the_next_message_waits_until_rmcp_is_done_with_the_last() {
+    let (read, mut write) = std::io::pipe().unwrap_or_else(|e| panic!("{e}"));
+    let (ours, _theirs) = tokio::io::duplex(1 << 16);
+    let handled = Arc::new(AtomicUsize::new(0));
+    let seen_at_take = Arc::new(AtomicUsize::new(usize::MAX));
+    let hook: super::Divert = {
+        let (handled, seen) = (handled.clone(), seen_at_take.clone());
+        Arc::new(
+            move |line: &mut Vec<u8>| match line.starts_with(br#"{"take""#) {
+                true => {
+                    seen.store(handled.load(Ordering::SeqCst), Ordering::SeqCst);
+                    super::Diverted::Taken
+                }
+                false => super::Diverted::Left,
+            },
+        )
+    };
+    let file = std::fs::File::from(std::os::fd::OwnedFd::from(read));
+    let mut transport =
+        LineTransport::<RoleServer, _>::blocking(file, ours, small(), "the host").with_divert(hook);
+    let left = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let taken = r#"{"take":1,"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let last = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    writeln!(write, "{left}\n{taken}\n{last}").unwrap_or_else(|e| panic!("{e}"));
+    assert!(transport.receive().await.is_some());
+    // rmcp takes its time with the first message; the reader must not go on meanwhile.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        seen_at_take.load(Ordering::SeqCst),
+        usize::MAX,
+        "taken too early"
+    );
+    handled.store(1, Ordering::SeqCst);
+    assert!(transport.receive().await.is_some());
+    assert_eq!(seen_at_take.load(Ordering::SeqCst), 1);
 }

@@ -233,7 +233,7 @@ impl RawSender {
 
     /// Writes the message `bytes[from..]` at once if the stream lets it; gives it back,
     /// without a newline, if it must be queued.
-    pub(super) fn write_now(
+    fn write_now(
         &self,
         queue: &mpsc::Sender<Frame>,
         mut bytes: Vec<u8>,
@@ -250,7 +250,7 @@ impl RawSender {
     }
 
     /// Queues the message `bytes[from..]` (without its newline) with `permit`.
-    pub(super) fn enqueue(&self, permit: mpsc::Permit<'_, Frame>, mut bytes: Vec<u8>, from: usize) {
+    fn enqueue(&self, permit: mpsc::Permit<'_, Frame>, mut bytes: Vec<u8>, from: usize) {
         bytes.push(b'\n');
         if let Some(outlet) = self.outlet.upgrade() {
             outlet.queuing();
@@ -258,8 +258,8 @@ impl RawSender {
         permit.send((bytes, from, None));
     }
 
-    /// The queue's sending end, while the stream is open.
-    pub(super) fn queue(&self) -> Option<mpsc::Sender<Frame>> {
-        self.queue.upgrade()
+    /// Whether `other` writes to the same stream.
+    pub(super) fn same_stream(&self, other: &RawSender) -> bool {
+        Weak::ptr_eq(&self.outlet, &other.outlet)
     }
 }
