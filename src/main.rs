@@ -171,8 +171,30 @@ fn main() {
     std::process::exit(code);
 }
 
+/// Puts allocations up to 32 MiB on the heap and keeps up to 64 MiB of freed heap, from
+/// the start (glibc). By default glibc maps each allocation over 128 KiB afresh and unmaps
+/// it when freed, raising both bars only as large blocks are freed: whether a 20 MB
+/// message's buffers cost some 5,000 page faults and as many cleared pages, every time,
+/// then hung on what the process had allocated before (a read buffer's size turned a demo
+/// server's 20 MB answer from 57 into 80 ms, BENCHMARKS.md §1). These are the values glibc
+/// settles on after the first large message, set before it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn keep_large_allocations() {
+    // SAFETY: `mallopt` only sets two of the allocator's parameters, which it reads under
+    // its own lock; nothing else is running yet.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_large_allocations() {}
+
 /// Everything `main` does; its error is reported on one line.
 fn start() -> Result<i32> {
+    keep_large_allocations();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // `--help` and `--version` are answers; anything else is a usage error, with

@@ -30,6 +30,8 @@ use crate::wire::{Divert, Diverted, RawSender};
 
 /// What every raw id starts with.
 const PREFIX: &str = "planmux-raw-";
+/// How far from a message's end its id is looked for first.
+const ID_AT_END: usize = 128;
 
 /// The raw calls in flight on one connection.
 pub(crate) struct RawCalls {
@@ -170,8 +172,11 @@ impl RawCalls {
             let Some(calls) = calls.upgrade() else {
                 return Diverted::Left;
             };
-            // Most messages are not ours: a scan, not a parse, tells.
-            if calls.prefix.find(line).is_none() {
+            // Most messages are not ours: a scan, not a parse, tells. A large answer has
+            // its id at one end (the TypeScript SDK writes it after the result): the end is
+            // looked at first, so the scan does not cross the result.
+            let end = line.len().saturating_sub(ID_AT_END);
+            if calls.prefix.find(&line[end..]).is_none() && calls.prefix.find(line).is_none() {
                 return Diverted::Left;
             }
             calls.take(line)
@@ -364,5 +369,40 @@ mod tests {
         let late = format!(r#"{{"jsonrpc":"2.0","id":"{}","result":{{}}}}"#, pending.id);
         drop(pending);
         assert!(divert(&mut late.into_bytes()).taken());
+    }
+
+    /// The id is looked for at a message's end first: a large answer is taken whichever
+    /// end its id is at, and one that is not a raw call's is left whatever its size.
+    #[tokio::test]
+    async fn a_large_answer_is_taken_whichever_end_its_id_is_at() {
+        let (ours, _theirs) = tokio::io::duplex(64);
+        let (read, write) = tokio::io::split(ours);
+        let limits = crate::wire::Limits::default();
+        let transport =
+            crate::wire::LineTransport::<rmcp::RoleClient, _>::new(read, write, limits, "test");
+        let calls = RawCalls::new(transport.sender(), "test", Duration::from_secs(60));
+        let divert = calls.divert();
+        let text = "x".repeat(4096);
+        let result = format!(r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#);
+        let (mut last, mut first) = (calls.start(), calls.start());
+        let id_last = format!(
+            r#"{{"result":{result},"jsonrpc":"2.0","id":"{}"}}"#,
+            last.id
+        );
+        let id_first = format!(
+            r#"{{"jsonrpc":"2.0","id":"{}","result":{result}}}"#,
+            first.id
+        );
+        let not_ours = format!(r#"{{"result":{result},"jsonrpc":"2.0","id":7}}"#);
+        assert!(divert(&mut id_last.into_bytes()).taken());
+        assert!(divert(&mut id_first.into_bytes()).taken());
+        assert!(!divert(&mut not_ours.into_bytes()).taken());
+        for pending in [&mut last, &mut first] {
+            let reply = pending.answer.try_recv().ok();
+            assert_eq!(
+                reply.as_ref().and_then(RawReply::result),
+                Some(result.as_bytes())
+            );
+        }
     }
 }

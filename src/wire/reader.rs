@@ -37,8 +37,12 @@ use super::{
     SPARE, nesting, parse, trim,
 };
 
-/// Bytes read from the stream at a time.
+/// Bytes read from a stream at a time.
 const READ_BUFFER: usize = 64 * 1024;
+/// Bytes read from a [`Blocking`] pipe at a time: as much as a widened pipe holds, so a
+/// large answer crosses in few reads (each wakes the thread and contends for the pipe
+/// with its writer). Its pages are touched only as far as reads fill them.
+const PIPE_READ_BUFFER: usize = 1024 * 1024;
 
 /// A file or pipe, read with blocking calls on its reader's own thread (and only there:
 /// polling it elsewhere would block whoever polls).
@@ -77,6 +81,11 @@ impl AsyncRead for Blocking {
         };
         Poll::Ready(read.map(|n| buf.advance(n)))
     }
+}
+
+/// Whether `In` is read with blocking calls.
+fn is_blocking<In: 'static>() -> bool {
+    std::any::TypeId::of::<In>() == std::any::TypeId::of::<Blocking>()
 }
 
 /// The reading end of a line transport.
@@ -141,7 +150,13 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Reader<R, In> {
     ) -> Self {
         Self {
             // Large enough that a big answer is read in few calls.
-            read: BufReader::with_capacity(READ_BUFFER, read),
+            read: BufReader::with_capacity(
+                match is_blocking::<In>() {
+                    true => PIPE_READ_BUFFER,
+                    false => READ_BUFFER,
+                },
+                read,
+            ),
             line: Vec::new(),
             skipping: None,
             limits,
@@ -162,7 +177,7 @@ impl<R: ServiceRole, In: AsyncRead + Send + Unpin + 'static> Reader<R, In> {
         let turn = Arc::new(Semaphore::new(1));
         let peer = self.peer.clone();
         let run = self.run(left, turn.clone());
-        let task = if std::any::TypeId::of::<In>() == std::any::TypeId::of::<Blocking>() {
+        let task = if is_blocking::<In>() {
             // The runtime's handle lets the hooks spawn tasks and wake them from there.
             let runtime = tokio::runtime::Handle::current();
             let started = std::thread::Builder::new()

@@ -410,7 +410,7 @@ async fn a_blocking_pipe_is_read_on_a_thread_of_its_own() {
     let left = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     writeln!(write, "{taken}\n{left}").unwrap_or_else(|e| panic!("{e}"));
     match transport.receive().await {
-        Some(JsonRpcMessage::Request(request)) => assert_eq!(request.id, number(1).unwrap()),
+        Some(JsonRpcMessage::Request(request)) => assert_eq!(Some(request.id), number(1)),
         other => panic!("expected the ping, got {other:?}"),
     }
     let threads = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
