@@ -220,7 +220,8 @@ fn start() -> Result<i32> {
         .enable_all()
         .build()?;
     let code = runtime.block_on(run(cli));
-    // Do not wait for a blocked stdin reader (a terminal's): all that matters is closed.
+    // Blocking work still running is not waited for long (the pipes' reader threads are
+    // not the runtime's, and end with the process): all that matters is closed.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
 }
