@@ -325,20 +325,27 @@ impl InFlight {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{DuplexStream, ReadHalf};
+
     use super::*;
+    use crate::wire::{Limits, LineTransport};
+
+    /// Raw calls on a connection that goes nowhere, and the transport that keeps its
+    /// writer open.
+    fn raw_calls() -> (
+        LineTransport<RoleClient, ReadHalf<DuplexStream>>,
+        Arc<RawCalls>,
+    ) {
+        let (ours, _theirs) = tokio::io::duplex(64);
+        let (read, write) = tokio::io::split(ours);
+        let transport = LineTransport::new(read, write, Limits::default(), "test");
+        let calls = RawCalls::new(transport.sender(), "test", Duration::from_secs(60));
+        (transport, calls)
+    }
 
     #[tokio::test]
     async fn answers_to_raw_calls_are_taken_and_others_left() {
-        let (ours, _theirs) = tokio::io::duplex(64);
-        let (read, write) = tokio::io::split(ours);
-        let limits = crate::wire::Limits::default();
-        let transport =
-            crate::wire::LineTransport::<rmcp::RoleClient, _>::new(read, write, limits, "test");
-        let calls = RawCalls::new(
-            transport.sender(),
-            "test",
-            std::time::Duration::from_secs(60),
-        );
+        let (_transport, calls) = raw_calls();
         let divert = calls.divert();
         let mut pending = calls.start();
         let answer = format!(
@@ -375,12 +382,7 @@ mod tests {
     /// end its id is at, and one that is not a raw call's is left whatever its size.
     #[tokio::test]
     async fn a_large_answer_is_taken_whichever_end_its_id_is_at() {
-        let (ours, _theirs) = tokio::io::duplex(64);
-        let (read, write) = tokio::io::split(ours);
-        let limits = crate::wire::Limits::default();
-        let transport =
-            crate::wire::LineTransport::<rmcp::RoleClient, _>::new(read, write, limits, "test");
-        let calls = RawCalls::new(transport.sender(), "test", Duration::from_secs(60));
+        let (_transport, calls) = raw_calls();
         let divert = calls.divert();
         let text = "x".repeat(4096);
         let result = format!(r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#);
