@@ -29,9 +29,10 @@ const ANSWER_GRACE: Duration = Duration::from_millis(500);
 const HOST_ARRIVAL: Duration = Duration::from_secs(1);
 
 /// Serves MCP to the host at the other end of `transport` (its limits should be
-/// `proxy.wire`'s) until the host hangs up or `shutdown` resolves; then stops the calls in flight and closes every downstream (their
-/// processes gone) before returning. The downstreams start once the host has introduced
-/// itself; its handshake is answered when they are ready, or after `list_grace_ms`.
+/// `proxy.wire`'s) until the host hangs up or `shutdown` resolves; then stops the calls
+/// in flight and closes every downstream (their processes gone) before returning. The
+/// downstreams start once the host has introduced itself; its handshake is answered when
+/// they are ready, or after `list_grace_ms`.
 pub async fn serve<In>(
     config: &Config,
     transport: LineTransport<RoleServer, In>,

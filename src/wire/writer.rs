@@ -1,4 +1,4 @@
-//! A stream's writing end: whole messages, in order, from any task.
+//! A stream's writing end: whole messages, in order, from any task or reader thread.
 //!
 //! Messages queue for the stream's writer task, which writes them one after another. A
 //! message sent while nothing is queued is written at once by its sender instead, when
