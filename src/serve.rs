@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::downstream::{Downstreams, HostLink, restore_tool_fields};
 use crate::runner::PlanRunner;
 use crate::upstream::Upstream;
-use crate::upstream::passthrough::Passthrough;
+use crate::upstream::passthrough::{Passthrough, RouteChoice};
 use crate::wire::LineTransport;
 
 /// How long calls in flight may take to wind down once the host has hung up.
@@ -82,7 +82,11 @@ where
         &config.proxy,
     );
     // Plain calls of downstream tools skip rmcp's decoding (`upstream::passthrough`).
-    let passthrough = Passthrough::new(upstream.clone(), transport.sender());
+    let passthrough = Passthrough::new(
+        upstream.clone(),
+        transport.sender(),
+        RouteChoice::from_env(),
+    );
     let transport = transport.with_divert(passthrough.divert());
     let session = async {
         let service = upstream.serve(transport).await?;
@@ -109,6 +113,7 @@ where
         }
     };
     stop.cancel();
+    passthrough.finish(ANSWER_GRACE).await;
     starting.abort();
     reloading.abort();
     downstreams.shutdown().await;

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::APPROVE_PLAN_TOOL;
 use crate::config::ProxySettings;
-use crate::downstream::{Caller, DownstreamError, Downstreams, HostLink, RawRoute, Session};
+use crate::downstream::{Caller, DownstreamError, Downstreams, HostLink, LineRoute, Session};
 use crate::plan::EXECUTE_PLAN_TOOL;
 use crate::policy::{Confirm, Route};
 use crate::runner::PlanRunner;
@@ -116,12 +116,12 @@ impl Upstream {
     /// Where a host's `tools/call` of `name` goes on the passthrough path, if it may take
     /// it now: a downstream tool (not planmux's own nor a pipeline) whose server is up on
     /// a line connection.
-    fn passthrough_route(&self, name: &str) -> Option<RawRoute> {
+    fn passthrough_route(&self, name: &str) -> Option<LineRoute> {
         let ours = [EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name);
         if ours || self.is_pipeline(name) {
             return None;
         }
-        self.downstreams.raw_route(name)
+        self.downstreams.line_route(name)
     }
 
     /// The tools of the pipelines that can run now, less those `[policy] deny` names.
@@ -268,6 +268,20 @@ fn routed_error(error: DownstreamError) -> ErrorData {
             ErrorData::invalid_params(e.to_string(), None)
         }
         e => ErrorData::internal_error(e.to_string(), None),
+    }
+}
+
+/// A failed downstream tool call as the host's answer, whichever route the call took: a
+/// server's own JSON-RPC error as it is, an unknown tool as invalid params (a protocol
+/// error: the host named nothing callable), anything a model should read and can act on
+/// (a timeout, a dead server, a cancelled call) as a tool result with `isError: true`.
+pub(crate) fn host_answer(error: DownstreamError) -> Result<CallToolResult, ErrorData> {
+    match error {
+        DownstreamError::Rpc { error, .. } => Err(*error),
+        e @ DownstreamError::UnknownTool { .. } => {
+            Err(ErrorData::invalid_params(e.to_string(), None))
+        }
+        e => Ok(tool_error(e.to_string())),
     }
 }
 
@@ -690,11 +704,7 @@ impl ServerHandler for Upstream {
                 Ok(CallToolResponse::Complete(result))
             }
             Ok(other) => Ok(other),
-            Err(DownstreamError::Rpc { error, .. }) => Err(*error),
-            Err(e @ DownstreamError::UnknownTool { .. }) => {
-                Err(ErrorData::invalid_params(e.to_string(), None))
-            }
-            Err(e) => Ok(tool_error(e.to_string()).into()),
+            Err(error) => host_answer(error).map(Into::into),
         }
     }
 }

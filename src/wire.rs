@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::model::NumberOrString;
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -284,11 +283,19 @@ impl Spare {
 
 /// Parses a message whose nesting was already checked, beyond serde's default depth.
 fn parse<R: ServiceRole>(text: &[u8]) -> Result<RxJsonRpcMessage<R>, serde_json::Error> {
+    decode_checked(text)
+}
+
+/// Decodes JSON read off a wire transport (so its nesting is within `max_nesting`)
+/// beyond serde's default depth of 128.
+pub(crate) fn decode_checked<T: serde::de::DeserializeOwned>(
+    text: &[u8],
+) -> Result<T, serde_json::Error> {
     let mut parser = serde_json::Deserializer::from_slice(text);
     parser.disable_recursion_limit();
-    let message = RxJsonRpcMessage::<R>::deserialize(&mut parser)?;
+    let value = T::deserialize(&mut parser)?;
     parser.end()?;
-    Ok(message)
+    Ok(value)
 }
 
 /// Strips the line ending, a carriage return and a UTF-8 byte order mark.

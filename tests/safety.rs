@@ -383,9 +383,10 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
 }
 
 /// The only way to a downstream tool takes the checkpoint's proof. The compiler holds
-/// most of it (`Server::call`, `Server::call_raw` and `RawRoute::send` take `&Authorized`, whose
-/// field is private to `policy`); this test holds the rest: a `tools/call` request is
-/// built in one place, behind the proof, and only `Policy::authorize` makes a proof. A
+/// most of it (`Server::call`, and `LineRoute::send_now`, `send` and `call` take
+/// `&Authorized`, whose field is private to `policy`); this test holds the rest: a
+/// `tools/call` request is built in two places (rmcp's typed one, a plan step's raw one),
+/// each behind the proof, and only `Policy::authorize` makes a proof. A
 /// new path that builds its own request, or calls a peer's `call_tool`, fails here.
 #[test]
 fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
@@ -406,8 +407,11 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
     let mut proofs = Vec::new();
     for path in files {
         let name = path.strip_prefix(&root)?.display().to_string();
-        let text = std::fs::read_to_string(&path)?;
         // Unit tests act as hosts, calling planmux itself: not a way to a downstream.
+        if name.ends_with("tests.rs") || name.contains("tests/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)?;
         let code = text.split("#[cfg(test)]").next().unwrap_or_default();
         let mut function = String::new();
         let mut authorized = false;
@@ -419,13 +423,18 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
                 function = line.trim().to_owned();
                 authorized = false;
             }
-            authorized |= line.contains(".authorize(");
-            if line.contains("CallToolRequest::new(") || line.contains("call_tool_once(") {
+            // Authorized here, or handed the checkpoint's proof (a `&Authorized`
+            // parameter, which only `Policy::authorize` can make).
+            authorized |= line.contains(".authorize(") || line.contains(": &Authorized");
+            if line.contains("CallToolRequest::new(")
+                || line.contains("call_tool_once(")
+                || line.contains(r#""method":"tools/call""#)
+            {
                 builds.push(format!("{name}: {function}"));
             }
             if line.contains(".call_tool(") {
                 assert!(
-                    authorized && line.contains("&proof"),
+                    authorized && line.contains("proof"),
                     "{name}: `{function}` calls a tool without the checkpoint's proof: {line}"
                 );
             }
@@ -437,17 +446,22 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
             }
         }
     }
+    builds.sort();
     assert_eq!(
         builds,
-        ["downstream/server.rs: pub(crate) async fn call("],
-        "a tools/call is built outside Server::call"
+        [
+            "downstream/route.rs: pub(crate) async fn call(",
+            "downstream/server.rs: pub(crate) async fn call("
+        ],
+        "a tools/call is built outside Server::call and LineRoute::call"
     );
-    // Each way to a downstream tool takes a proof: the general one, and the passthrough's
-    // (forwarded by a call task, or routed in place).
+    // Each way to a downstream tool takes a proof: rmcp's typed call, and the one send of
+    // a line connection's calls (at once, after an admission wait, for a plan step).
     for (file, function) in [
         ("downstream/server.rs", "pub(crate) async fn call("),
-        ("downstream/server.rs", "pub(crate) async fn call_raw("),
-        ("downstream/routed.rs", "pub fn send("),
+        ("downstream/route.rs", "pub fn send_now("),
+        ("downstream/route.rs", "pub async fn send("),
+        ("downstream/route.rs", "pub(crate) async fn call("),
     ] {
         let text = std::fs::read_to_string(root.join(file))?;
         let signature = text

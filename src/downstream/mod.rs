@@ -1,13 +1,13 @@
 //! The downstream servers: starting them together, the merged catalog, routing a call to
 //! the right one, refreshing on list changes and reconnects, and shutting them all down.
 
+mod calls;
 pub mod fields;
-mod raw;
 mod sessions;
-pub use raw::RawReply;
+pub use calls::{LineCall, RawReply, RouteSink, Sink};
 mod relay;
 mod resources;
-mod routed;
+mod route;
 mod server;
 mod tap;
 mod transport;
@@ -16,13 +16,13 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use fields::restore as restore_tool_fields;
 pub use relay::{Caller, Changed, HostLink, LogLevel, Session};
-pub use routed::{RawRoute, RouteSink, RoutedCall};
+pub use route::{LineRoute, NotSent};
 pub use server::{Offer, Server, State};
 
 use crate::catalog::{Catalog, Pins, Resources, ServerResources, ServerTools};
@@ -541,21 +541,19 @@ impl Downstreams {
         }
     }
 
-    /// Where a call of `name` can take the passthrough path now: a catalog tool whose
-    /// server is up on a line connection.
-    pub fn raw_route(&self, name: &str) -> Option<RawRoute> {
-        // A plain lookup: this runs on the host's read path, where an unknown name must
-        // not cost the closest-name hints `locate` builds for its error.
+    /// Where a call of `name` goes when its server is on a line connection (a stdio
+    /// child or a built-in server), up or not: a catalog tool. A plain lookup: this runs
+    /// on the host's read path, where an unknown name must not cost the closest-name
+    /// hints `locate` builds for its error.
+    pub fn line_route(&self, name: &str) -> Option<LineRoute> {
         let catalog = self.catalog();
         let entry = catalog.get(name)?;
-        match self.server(&entry.server)?.state() {
-            State::Ready(live) => Some(RawRoute {
-                exported: name.to_owned(),
-                tool: entry.tool.clone(),
-                calls: live.raw.clone()?,
-            }),
-            _ => None,
-        }
+        let server = self.server(&entry.server)?;
+        server.is_line().then(|| LineRoute {
+            exported: name.to_owned(),
+            tool: entry.tool.clone(),
+            server,
+        })
     }
 
     /// Notes the resource links in a tool result that came as JSON text from `server`
@@ -568,40 +566,56 @@ impl Downstreams {
         }
     }
 
-    /// [`Self::call_tool`] on the passthrough path: `request` is the host's `tools/call`
-    /// message as JSON, and the answer is the server's response line, neither decoded
-    /// into protocol types. Only the resource links of a result are read, as
-    /// `call_tool` notes them.
-    pub async fn call_tool_raw(
+    /// Calls a tool for a plan step: [`Self::call_tool`], with the result as JSON. On a
+    /// line connection the server's result is read as it came (through its call table),
+    /// so fields no SDK models and numbers as written reach the plan; elsewhere it is
+    /// rmcp's decoded result. A result that asks for more input is `input_required`.
+    pub async fn call_tool_json(
         &self,
-        mut request: serde_json::Value,
+        name: &str,
+        arguments: Option<JsonObject>,
         proof: &Authorized,
         caller: Option<&Caller>,
         cancel: &CancellationToken,
-    ) -> Result<RawReply, DownstreamError> {
-        let name = request
-            .pointer("/params/name")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        if proof.tool() != name {
-            return Err(DownstreamError::Unauthorized { tool: name });
-        }
-        let (server, tool) = self.locate(&name)?;
-        request["params"]["name"] = serde_json::Value::String(tool);
-        let cancel = cancel.child_token();
-        let shutdown = self.shutdown.clone();
-        let reply = tokio::select! {
-            reply = server.call_raw(request, proof, caller, &cancel) => reply?,
-            () = shutdown.cancelled() => {
-                cancel.cancel();
-                return Err(DownstreamError::Closed { server: server.config.name.clone() });
+    ) -> Result<serde_json::Value, DownstreamError> {
+        self.ready_for(name).await;
+        let route = match self.line_route(name) {
+            Some(route) => route,
+            None => {
+                let mut params = CallToolRequestParams::new(name.to_owned());
+                params.arguments = arguments;
+                let encoded = match self.call_tool(params, proof, caller, cancel).await? {
+                    CallToolResponse::Complete(result) => serde_json::to_value(result),
+                    CallToolResponse::InputRequired(asked) => serde_json::to_value(asked),
+                    _ => {
+                        return Err(DownstreamError::Protocol {
+                            server: name.to_owned(),
+                            message: "answered tools/call with something that is not a tool result"
+                                .into(),
+                        });
+                    }
+                };
+                return encoded.map_err(|e| DownstreamError::Protocol {
+                    server: name.to_owned(),
+                    message: e.to_string(),
+                });
             }
         };
-        if let Some(result) = reply.result() {
-            self.note_raw_links(&server.config.name, result);
-        }
-        Ok(reply)
+        let server = route.server.config.name.clone();
+        let cancel = cancel.child_token();
+        let call = route.call(proof, arguments.as_ref(), caller, &cancel);
+        let reply = tokio::select! {
+            reply = call => reply?,
+            () = self.shutdown.cancelled() => {
+                cancel.cancel();
+                return Err(DownstreamError::Closed { server });
+            }
+        };
+        reply.tool_result(&server).inspect(|_| {
+            if let Some(result) = reply.result() {
+                self.note_raw_links(&server, result);
+            }
+        })
     }
 
     /// Re-lists what one server offers (after a `list_changed` or a reconnect) and tells

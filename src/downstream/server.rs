@@ -8,15 +8,14 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
     ClientRequest, PaginatedRequestParams, Prompt, Resource, ResourceTemplate, ServerResult, Tool,
 };
-use rmcp::service::ServiceError;
+use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
+use super::calls::CallTable;
 use super::fields::ToolFields;
-use super::raw::{Answer, InFlight, Outgoing, RawCalls, RawReply};
 use super::relay::{Caller, Changed, Changes, HostLink, Relay};
 use super::tap::{Forwarding, ProgressRoutes};
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
@@ -158,8 +157,8 @@ pub struct Live {
     closed: tokio::sync::watch::Receiver<bool>,
     /// Where this connection's progress notifications go, per call.
     routes: Arc<ProgressRoutes>,
-    /// Calls forwarded as raw JSON (line connections only).
-    pub(crate) raw: Option<Arc<RawCalls>>,
+    /// The calls forwarded as raw JSON (line connections only).
+    pub(crate) table: Option<Arc<CallTable>>,
 }
 
 /// One configured downstream server.
@@ -197,6 +196,17 @@ impl Server {
             changes,
             tracker,
         }
+    }
+
+    /// Whether it is reached over a line connection (a stdio child or a built-in server),
+    /// whose calls go through a [`CallTable`].
+    pub(crate) fn is_line(&self) -> bool {
+        !matches!(self.config.transport, crate::config::Transport::Http { .. })
+    }
+
+    /// The link to the host its messages are relayed to.
+    pub(super) fn host(&self) -> &HostLink {
+        &self.host
     }
 
     /// The current state.
@@ -362,7 +372,7 @@ impl Server {
         )
         .await?;
         let peer = connected.service.peer().clone();
-        let raw = connected.raw.clone();
+        let table = connected.table.clone();
         let offer = match list_offer(&peer, &self.config.name).await {
             Ok(offer) => offer,
             Err(e) => {
@@ -381,10 +391,10 @@ impl Server {
             stop: stop.clone(),
             closed,
             routes,
-            raw,
+            table,
         });
         let (server, watched) = (Arc::downgrade(self), Arc::downgrade(&live));
-        let raw = live.raw.clone();
+        let table = live.table.clone();
         self.tracker.spawn(async move {
             let died = transport::watch(connected, stop).await;
             let server = server.upgrade();
@@ -394,9 +404,10 @@ impl Server {
                 server.mark_dead(&live, reason);
             }
             ended.cancel();
-            // The calls routed in place end as a call waiting here would.
-            if let (Some(raw), Some(server)) = (raw, server) {
-                raw.end(|| server.exit_error(&ServiceError::TransportClosed))
+            // The calls in its table end as a call waiting here would.
+            if let (Some(table), Some(server)) = (table, server) {
+                table
+                    .end(|| server.exit_error(&ServiceError::TransportClosed))
                     .await;
             }
             let _ = closed_tx.send(true);
@@ -455,44 +466,15 @@ impl Server {
     ) -> Result<CallToolResponse, DownstreamError> {
         let label = params.name.to_string();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let answer = self.exchange(Outgoing::Typed(request), &label, caller, cancel);
+        let answer = self.exchange(request, &label, caller, cancel);
         match answer.await? {
-            Answer::Typed(ServerResult::CallToolResult(result)) => {
-                Ok(CallToolResponse::Complete(result))
-            }
-            Answer::Typed(ServerResult::InputRequiredResult(result)) => {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            ServerResult::InputRequiredResult(result) => {
                 Ok(CallToolResponse::InputRequired(result))
             }
             _ => Err(DownstreamError::Protocol {
                 server: self.config.name.clone(),
                 message: "answered tools/call with something that is not a tool result".into(),
-            }),
-        }
-    }
-
-    /// [`Self::call`] with the request as the host's JSON (`params.name` already the
-    /// downstream's), and the server's response line as it came: the passthrough path,
-    /// which decodes neither. Only on a line connection ([`Live::takes_raw`]).
-    pub(crate) async fn call_raw(
-        self: &Arc<Self>,
-        request: Value,
-        _proof: &Authorized,
-        caller: Option<&Caller>,
-        cancel: &CancellationToken,
-    ) -> Result<RawReply, DownstreamError> {
-        let label = request
-            .pointer("/params/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        match self
-            .exchange(Outgoing::Raw(request), &label, caller, cancel)
-            .await?
-        {
-            Answer::Raw(reply) => Ok(reply),
-            Answer::Typed(_) => Err(DownstreamError::Protocol {
-                server: self.config.name.clone(),
-                message: "a raw call was answered through rmcp".into(),
             }),
         }
     }
@@ -505,16 +487,7 @@ impl Server {
         label: &str,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, DownstreamError> {
-        match self
-            .exchange(Outgoing::Typed(request), label, None, cancel)
-            .await?
-        {
-            Answer::Typed(result) => Ok(result),
-            Answer::Raw(_) => Err(DownstreamError::Protocol {
-                server: self.config.name.clone(),
-                message: format!("answered {label} outside rmcp"),
-            }),
-        }
+        self.exchange(request, label, None, cancel).await
     }
 
     /// Sends one request within the call timeout, following cancellation (the server is
@@ -522,11 +495,11 @@ impl Server {
     /// there is none. While it is in flight, what the server asks or says is for `caller`.
     async fn exchange(
         self: &Arc<Self>,
-        request: Outgoing,
+        request: ClientRequest,
         label: &str,
         caller: Option<&Caller>,
         cancel: &CancellationToken,
-    ) -> Result<Answer, DownstreamError> {
+    ) -> Result<ServerResult, DownstreamError> {
         let mut calling = self.host.calling(&self.config.name, caller);
         let server = &self.config.name;
         let tool = label.to_owned();
@@ -549,8 +522,10 @@ impl Server {
             tool: tool.clone(),
             after: timeout,
         };
-        let send = |live: Arc<Live>, request: Outgoing| async move {
-            InFlight::send(&live, request).await
+        let send = |live: Arc<Live>, request: ClientRequest| async move {
+            live.peer
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
         };
         let first = tokio::select! {
             sent = send(live.clone(), request.clone()) => sent,
@@ -582,9 +557,13 @@ impl Server {
         let mut forwarding = caller
             .and_then(|c| Some((c.peer.clone(), c.progress.clone()?)))
             .map(|(peer, token)| {
-                Forwarding::new(live.routes.route(handle.progress_token()), peer, token)
+                Forwarding::new(
+                    live.routes.route(handle.progress_token.clone()),
+                    peer,
+                    token,
+                )
             });
-        let id = handle.id();
+        let id = handle.id.clone();
         let notify_cancel = |reason: &str| {
             let peer = live.peer.clone();
             let param = CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_string()));
@@ -593,7 +572,7 @@ impl Server {
                 let _ = tokio::time::timeout(SETTLE, peer.notify_cancelled(param)).await;
             }
         };
-        let answer = handle.answer();
+        let answer = handle.await_response();
         tokio::pin!(answer);
         let result = loop {
             break tokio::select! {
@@ -641,12 +620,12 @@ impl Server {
     }
 
     /// Waits (briefly) until the watcher has noticed that `live` ended.
-    async fn settle(&self, live: &Live) {
+    pub(super) async fn settle(&self, live: &Live) {
         let _ = tokio::time::timeout(SETTLE, live.ended.cancelled()).await;
     }
 
     /// The error for a call whose connection broke, naming the server and, when known, why.
-    async fn exited(&self, live: &Live, error: ServiceError) -> DownstreamError {
+    pub(super) async fn exited(&self, live: &Live, error: ServiceError) -> DownstreamError {
         self.settle(live).await;
         self.exit_error(&error)
     }

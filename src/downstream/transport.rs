@@ -16,8 +16,8 @@ use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
+use super::calls::CallTable;
 use super::fields::ToolFields;
-use super::raw::RawCalls;
 use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
 use crate::config::{ServerConfig, Transport};
@@ -41,8 +41,8 @@ pub(crate) struct Connected {
     pub(crate) group: Option<ProcessGroupGuard>,
     /// The last lines the child wrote to stderr.
     pub(crate) stderr: StderrTail,
-    /// Calls forwarded as raw JSON, on line connections (stdio and built-in).
-    pub(crate) raw: Option<Arc<RawCalls>>,
+    /// The calls forwarded as raw JSON, on line connections (stdio and built-in).
+    pub(crate) table: Option<Arc<CallTable>>,
 }
 
 /// The last few lines of a child's stderr, shared with the task that reads it.
@@ -192,8 +192,7 @@ pub(crate) async fn connect(
             let transport =
                 LineTransport::blocking(stdout.into(), stdin, config.wire, peer_name(config))
                     .with_inbound(noting);
-            let raw = RawCalls::new(transport.sender(), &config.name, config.call_timeout);
-            let transport = transport.with_divert(raw.divert());
+            let (transport, table) = with_table(transport, config, tracker);
             match relay
                 .serve(ProgressTap::new(transport, routes, router.clone()))
                 .await
@@ -203,7 +202,7 @@ pub(crate) async fn connect(
                     child: Some(child),
                     group,
                     stderr: tail,
-                    raw: Some(raw),
+                    table: Some(table),
                 }),
                 Err(e) => {
                     // Give the stderr reader a moment: the reason is usually there.
@@ -239,7 +238,7 @@ pub(crate) async fn connect(
                 child: None,
                 group: None,
                 stderr: StderrTail::default(),
-                raw: None,
+                table: None,
             })
         }
         Transport::Builtin { kind, root } => {
@@ -250,8 +249,7 @@ pub(crate) async fn connect(
             let (read, write) = tokio::io::split(client_io);
             let transport = LineTransport::new(read, write, config.wire, peer_name(config))
                 .with_inbound(noting);
-            let raw = RawCalls::new(transport.sender(), &config.name, config.call_timeout);
-            let transport = transport.with_divert(raw.divert());
+            let (transport, table) = with_table(transport, config, tracker);
             let service = relay
                 .serve(ProgressTap::new(transport, routes, router.clone()))
                 .await
@@ -261,10 +259,26 @@ pub(crate) async fn connect(
                 child: None,
                 group: None,
                 stderr: StderrTail::default(),
-                raw: Some(raw),
+                table: Some(table),
             })
         }
     }
+}
+
+/// A line connection's call table, whose answers `transport` hands it before rmcp sees
+/// them.
+fn with_table<In: tokio::io::AsyncRead + Send + Unpin + 'static>(
+    transport: LineTransport<RoleClient, In>,
+    config: &ServerConfig,
+    tracker: &TaskTracker,
+) -> (LineTransport<RoleClient, In>, Arc<CallTable>) {
+    let table = CallTable::new(
+        transport.sender(),
+        &config.name,
+        config.call_timeout,
+        tracker,
+    );
+    (transport.with_divert(table.divert()), table)
 }
 
 /// Variables every child gets from planmux's environment: what programs need to run

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ReadResourceRequestParams};
+use rmcp::model::ReadResourceRequestParams;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -35,19 +35,7 @@ impl PlanCalls {
             .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
         let params = ReadResourceRequestParams::new(uri);
         let read = self.downstreams.read_resource(params, cancel).await;
-        let contents = match read {
-            Ok(result) => result.contents,
-            Err(DownstreamError::Cancelled { .. }) => return Err(InvokeError::Cancelled),
-            Err(e @ DownstreamError::Timeout { .. }) => {
-                return Err(InvokeError::Timeout(e.to_string()));
-            }
-            Err(
-                e @ (DownstreamError::StartFailed { .. }
-                | DownstreamError::Down { .. }
-                | DownstreamError::Exited { .. }),
-            ) => return Err(InvokeError::Unavailable(e.to_string())),
-            Err(e) => return Err(InvokeError::Rejected(e.to_string())),
-        };
+        let contents = read.map_err(invoke_error)?.contents;
         let contents = serde_json::to_value(&contents).unwrap_or_default();
         Ok(match contents.as_array().map(Vec::as_slice) {
             Some([one]) if one.get("text").is_some_and(Value::is_string) => {
@@ -228,8 +216,7 @@ impl Invoker for PlanCalls {
             .authorize(&step.exported, &route)
             .await
             .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
-        let mut params = CallToolRequestParams::new(step.exported.clone());
-        params.arguments = match args {
+        let arguments = match args {
             Value::Object(map) => Some(map),
             Value::Null => None,
             other => {
@@ -239,36 +226,45 @@ impl Invoker for PlanCalls {
                 )));
             }
         };
-        match self
+        let result = self
             .downstreams
-            .call_tool(params, &proof, self.caller.as_ref(), &cancel)
+            .call_tool_json(
+                &step.exported,
+                arguments,
+                &proof,
+                self.caller.as_ref(),
+                &cancel,
+            )
             .await
-        {
-            Ok(CallToolResponse::Complete(result)) => {
-                serde_json::to_value(result).map_err(|e| InvokeError::Rejected(e.to_string()))
-            }
-            Ok(_) => Err(InvokeError::Rejected(format!(
+            .map_err(invoke_error)?;
+        if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+            return Err(InvokeError::Rejected(format!(
                 "{} asked for more input, which a plan cannot give; call it directly",
                 step.exported
-            ))),
-            Err(DownstreamError::Cancelled { .. }) => Err(InvokeError::Cancelled),
-            Err(e @ DownstreamError::Timeout { .. }) => Err(InvokeError::Timeout(e.to_string())),
-            Err(
-                e @ (DownstreamError::StartFailed { .. }
-                | DownstreamError::NeverStarted { .. }
-                | DownstreamError::Down { .. }
-                | DownstreamError::Exited { .. }),
-            ) => Err(InvokeError::Unavailable(e.to_string())),
-            Err(
-                e @ (DownstreamError::UnknownTool { .. }
-                | DownstreamError::UnknownPrompt { .. }
-                | DownstreamError::UnknownResource { .. }
-                | DownstreamError::Rpc { .. }
-                | DownstreamError::Protocol { .. }
-                | DownstreamError::Closed { .. }
-                | DownstreamError::Unauthorized { .. }),
-            ) => Err(InvokeError::Rejected(e.to_string())),
+            )));
         }
+        Ok(result)
+    }
+}
+
+/// A downstream's failure as a step's: cancelled, timed out, unavailable (a server that
+/// did not start, is down or exited: worth a retry), or rejected (anything a retry would
+/// meet again). The one mapping, for tool and resource steps alike.
+fn invoke_error(error: DownstreamError) -> InvokeError {
+    match error {
+        DownstreamError::Cancelled { .. } => InvokeError::Cancelled,
+        e @ DownstreamError::Timeout { .. } => InvokeError::Timeout(e.to_string()),
+        e @ (DownstreamError::StartFailed { .. }
+        | DownstreamError::NeverStarted { .. }
+        | DownstreamError::Down { .. }
+        | DownstreamError::Exited { .. }) => InvokeError::Unavailable(e.to_string()),
+        e @ (DownstreamError::UnknownTool { .. }
+        | DownstreamError::UnknownPrompt { .. }
+        | DownstreamError::UnknownResource { .. }
+        | DownstreamError::Rpc { .. }
+        | DownstreamError::Protocol { .. }
+        | DownstreamError::Closed { .. }
+        | DownstreamError::Unauthorized { .. }) => InvokeError::Rejected(e.to_string()),
     }
 }
 

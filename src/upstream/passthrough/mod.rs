@@ -1,0 +1,479 @@
+//! The passthrough: a stdio host's plain `tools/call` of a downstream tool on a line
+//! connection, forwarded as raw JSON, with the server's answer moved back without being
+//! decoded. rmcp decodes every message into its protocol types (trying untagged enum
+//! variants in turn) and encodes it again, on both sides: for a call that planmux only
+//! routes, that is most of what it adds (BENCHMARKS.md §1).
+//!
+//! The request is taken off the host's stream before rmcp sees it (`wire::Divert`) when
+//! it can take this path: a stdio host that finished an `initialize` handshake (protocol
+//! before 2026-07-28), a tool of the catalog that is not planmux's own nor a pipeline, on
+//! a server reached over a line connection. Anything else goes to rmcp as before.
+//!
+//! Every call taken goes through the one send of `downstream::LineRoute` into its
+//! connection's call table, with the host's line as its sink: at once, where the
+//! request is read, when the checkpoint decides without waiting and the server is up
+//! with room in its queue; otherwise after an admission wait on a task of this path's
+//! own (the checkpoint, the server's start). Either way it meets the checkpoint (with
+//! the audit trail), the call's time limit, the host's cancellation (the server is told,
+//! with the host's reason), its progress token (notifications relayed in order before
+//! the answer), a server that exits or restarts, and the one error mapping
+//! ([`super::host_answer`]).
+
+mod encode;
+mod read;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use memchr::memmem::Finder;
+use rmcp::model::ErrorData;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{Upstream, host_answer};
+use crate::downstream::{DownstreamError, LineCall, LineRoute, RawReply, RouteSink, Sink};
+use crate::policy::{Authorized, Route};
+use crate::wire::{Divert, Diverted, Forward, RawSender};
+use encode::{Answer, encode};
+use read::Plain;
+
+/// What planmux tells a server whose call it cancels for the host when the host gave no
+/// reason, or when planmux shuts down.
+const CANCELLED: &str = "cancelled by the client";
+
+/// Which way a host's calls go: the knob that forces each route, so a test can show they
+/// answer alike (`PLANMUX_ROUTE`: `in-place`, the default; `admission`; `rmcp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RouteChoice {
+    /// At once where it can, else after an admission wait.
+    #[default]
+    InPlace,
+    /// Always after an admission wait on a task.
+    Admission,
+    /// Never taken: every call goes to rmcp's typed path.
+    Rmcp,
+}
+
+impl RouteChoice {
+    /// The choice `PLANMUX_ROUTE` makes (a test's knob; unset, the default).
+    pub fn from_env() -> Self {
+        match std::env::var("PLANMUX_ROUTE").as_deref() {
+            Ok("admission") => Self::Admission,
+            Ok("rmcp") => Self::Rmcp,
+            Ok("in-place") | Err(_) => Self::InPlace,
+            Ok(other) => {
+                tracing::warn!(
+                    route = other,
+                    "PLANMUX_ROUTE is in-place, admission or rmcp; using in-place"
+                );
+                Self::InPlace
+            }
+        }
+    }
+}
+
+/// The calls on the passthrough path, and where their answers go.
+pub struct Passthrough {
+    upstream: Upstream,
+    /// The host's stream.
+    writer: RawSender,
+    /// The host's calls in flight, by the host's request id (as JSON text). The server's
+    /// side of each is its connection's call table, by raw id.
+    in_flight: Mutex<HashMap<String, Flight>>,
+    /// What tells the messages this path looks at, built once (every host message is
+    /// scanned).
+    cancellation: Finder<'static>,
+    call: Finder<'static>,
+    /// Whether the host may take this path, once its handshake tells.
+    host_fits: OnceLock<bool>,
+    choice: RouteChoice,
+    /// The admission waits and the shutdown watcher; [`Self::finish`] waits for them.
+    tasks: TaskTracker,
+    /// Tells apart a call from a later one under the same host id.
+    serial: AtomicU64,
+}
+
+/// A host's call in flight.
+struct Flight {
+    /// The host's progress token, as JSON text, if it gave one.
+    progress: Option<String>,
+    serial: u64,
+    stage: Stage,
+}
+
+enum Stage {
+    /// Waiting for the checkpoint or the server: cancelling this stops the wait.
+    Admitting(CancellationToken),
+    /// The host cancelled it while it was admitted, giving this reason.
+    Cancelled(Option<String>),
+    /// In its server's call table.
+    Sent(LineCall),
+}
+
+impl Flight {
+    /// Whether the table's call `id` is this one.
+    fn is(&self, id: &str) -> bool {
+        match &self.stage {
+            // Admitted calls hear their answer before their sender records the raw id.
+            Stage::Admitting(_) => true,
+            Stage::Cancelled(_) => false,
+            Stage::Sent(call) => call.id() == id,
+        }
+    }
+}
+
+impl Passthrough {
+    /// The passthrough path of `upstream`, answering on `writer` (the host's stream),
+    /// sending calls as `choice` says. Must be called within the runtime: a task answers
+    /// the calls still in flight when planmux shuts down.
+    pub fn new(upstream: Upstream, writer: RawSender, choice: RouteChoice) -> Arc<Self> {
+        let shutdown = upstream.shutdown.clone();
+        let path = Arc::new(Self {
+            upstream,
+            writer,
+            in_flight: Mutex::default(),
+            cancellation: Finder::new(b"notifications/cancelled"),
+            call: Finder::new(b"tools/call"),
+            host_fits: OnceLock::new(),
+            choice,
+            tasks: TaskTracker::new(),
+            serial: AtomicU64::new(0),
+        });
+        let closing = Arc::downgrade(&path);
+        path.tasks.spawn(async move {
+            shutdown.cancelled().await;
+            if let Some(path) = closing.upgrade() {
+                path.close().await;
+            }
+        });
+        path
+    }
+
+    /// The hook for the host's transport: takes the calls this path serves, and notes
+    /// the host's cancellation of them (rmcp sees that too, and ignores an id it does
+    /// not know).
+    pub fn divert(self: &Arc<Self>) -> Divert {
+        let path = self.clone();
+        Arc::new(move |line: &mut Vec<u8>| path.claim(line))
+    }
+
+    /// Waits (at most `limit`) for the admission waits still running to answer; after
+    /// shutdown each ends at once.
+    pub async fn finish(&self, limit: Duration) {
+        self.tasks.close();
+        let _ = tokio::time::timeout(limit, self.tasks.wait()).await;
+    }
+
+    fn in_flight(&self) -> MutexGuard<'_, HashMap<String, Flight>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn claim(self: &Arc<Self>, line: &[u8]) -> Diverted {
+        if self.cancellation.find(line).is_some() {
+            self.cancelled(line);
+            return Diverted::Left;
+        }
+        if self.choice == RouteChoice::Rmcp || self.call.find(line).is_none() {
+            return Diverted::Left;
+        }
+        let Some(call) = Plain::read(line) else {
+            return Diverted::Left;
+        };
+        let host_fits = match self.host_fits.get() {
+            Some(fits) => *fits,
+            None => self
+                .upstream
+                .passthrough_host()
+                .is_some_and(|fits| *self.host_fits.get_or_init(|| fits)),
+        };
+        let route = host_fits
+            .then(|| self.upstream.passthrough_route(&call.name))
+            .flatten();
+        let Some(route) = route else {
+            return Diverted::Left;
+        };
+        let mut in_flight = self.in_flight();
+        if in_flight.contains_key(&call.key) {
+            // A second request with the id of one in flight: rmcp answers that.
+            return Diverted::Left;
+        }
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        // The checkpoint, where it need not wait; its proof sends the call at once.
+        let proof = match self
+            .upstream
+            .downstreams
+            .authorize_now(&call.name, &Route::Direct)
+        {
+            Some(Ok(proof)) if self.choice == RouteChoice::InPlace => {
+                let sink = self.sink(&call.key);
+                let request = |id: &str, tool: &str| call.forwarded(line, id, tool);
+                if let Ok(sent) = route.send_now(&proof, sink, request) {
+                    let stage = Stage::Sent(sent);
+                    let flight = call.flight(serial, stage);
+                    in_flight.insert(call.key, flight);
+                    return Diverted::Taken;
+                }
+                Some(proof)
+            }
+            Some(Ok(proof)) => Some(proof),
+            Some(Err(denied)) => {
+                let error = ErrorData::invalid_params(denied.to_string(), None);
+                return Diverted::Forward(self.reply(&call.key, Answer::Error(error)));
+            }
+            None => None,
+        };
+        let cancel = self.upstream.shutdown.child_token();
+        let stage = Stage::Admitting(cancel.clone());
+        in_flight.insert(call.key.clone(), call.flight(serial, stage));
+        let admission = Admission {
+            line: line.to_vec(),
+            call,
+            route,
+            serial,
+        };
+        self.tasks
+            .spawn(self.clone().admit(admission, proof, cancel));
+        Diverted::Taken
+    }
+
+    /// Where the table hands the call `key`'s end: this path.
+    fn sink(self: &Arc<Self>, key: &str) -> Sink {
+        Sink::Host {
+            key: key.to_owned(),
+            to: self.clone(),
+        }
+    }
+
+    /// The host cancelled a request: if it is one of ours, its call stops, and the server
+    /// hears the host's reason. Like rmcp, the host gets no answer (it may reuse the id).
+    fn cancelled(&self, text: &[u8]) {
+        let Ok(notice) = serde_json::from_slice::<Value>(text) else {
+            return;
+        };
+        let Some(id) = notice.pointer("/params/requestId") else {
+            return;
+        };
+        let Ok(key) = serde_json::to_string(id) else {
+            return;
+        };
+        let reason = notice
+            .pointer("/params/reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let mut in_flight = self.in_flight();
+        let Some(flight) = in_flight.get_mut(&key) else {
+            return;
+        };
+        match &flight.stage {
+            Stage::Admitting(cancel) => {
+                cancel.cancel();
+                flight.stage = Stage::Cancelled(reason);
+            }
+            Stage::Cancelled(_) => {}
+            Stage::Sent(_) => {
+                if let Some(Flight {
+                    stage: Stage::Sent(call),
+                    ..
+                }) = in_flight.remove(&key)
+                {
+                    drop(in_flight);
+                    call.cancel(Some(reason.as_deref().unwrap_or(CANCELLED)));
+                }
+            }
+        }
+    }
+
+    /// Takes the call `key` with raw id `id` out of those in flight: whether it was there.
+    fn end(&self, key: &str, id: &str) -> bool {
+        let mut in_flight = self.in_flight();
+        let ours = in_flight.get(key).is_some_and(|flight| flight.is(id));
+        if ours {
+            in_flight.remove(key);
+        }
+        ours
+    }
+
+    /// planmux is shutting down: the calls in the servers' tables are cancelled and
+    /// answered as every call is (those still admitted answer so on their tasks).
+    async fn close(&self) {
+        let sent: Vec<(String, LineCall)> = self
+            .in_flight()
+            .extract_if(|_, flight| matches!(flight.stage, Stage::Sent(_)))
+            .filter_map(|(key, flight)| match flight.stage {
+                Stage::Sent(call) => Some((key, call)),
+                Stage::Admitting(_) | Stage::Cancelled(_) => None,
+            })
+            .collect();
+        for (key, call) in sent {
+            if call.cancel(Some(CANCELLED)) {
+                let answer = Answer::from(host_answer(call.cancelled()));
+                let _ = self.reply(&key, answer).send().await;
+            }
+        }
+    }
+
+    /// The host's message answering request `id` (JSON text) with `answer`.
+    fn reply(&self, id: &str, answer: Answer) -> Forward {
+        let (bytes, from) = encode(id, answer);
+        Forward {
+            to: self.writer.clone(),
+            bytes,
+            from,
+        }
+    }
+
+    /// An admitted call: the checkpoint (unless `proof` is its decision already), the
+    /// server's start, then the one send; what ends it before the table holds it is
+    /// answered here, unless the host cancelled it.
+    async fn admit(
+        self: Arc<Self>,
+        admission: Admission,
+        proof: Option<Authorized>,
+        cancel: CancellationToken,
+    ) {
+        let Admission {
+            line,
+            call,
+            route,
+            serial,
+        } = admission;
+        let outcome = self.admitted(&line, &call, &route, proof, &cancel).await;
+        let Some(answer) = self.settle(&call.key, serial, outcome) else {
+            return;
+        };
+        if let Err(error) = self.reply(&call.key, answer).send().await {
+            tracing::debug!(%error, "the host's stream closed before a passthrough answer");
+        }
+    }
+
+    /// Records how admitted call `key` (`serial`) ended its wait: in its table (from now
+    /// its table ends it), or not, with what to answer the host, if anything (nothing when
+    /// the host cancelled it, or its table told the host already).
+    fn settle(&self, key: &str, serial: u64, outcome: Result<LineCall, Refused>) -> Option<Answer> {
+        let mut in_flight = self.in_flight();
+        // Gone: answered at once by its server, or cancelled by the host meanwhile.
+        let flight = in_flight.get_mut(key).filter(|f| f.serial == serial)?;
+        let answer = match (outcome, &flight.stage) {
+            (Ok(sent), Stage::Admitting(_)) => {
+                flight.stage = Stage::Sent(sent);
+                return None;
+            }
+            (Ok(sent), Stage::Cancelled(reason)) => {
+                sent.cancel(Some(reason.as_deref().unwrap_or(CANCELLED)));
+                None
+            }
+            (Err(Refused::Answer(answer)), Stage::Admitting(_)) => Some(answer),
+            // Its table told the host already.
+            (Err(Refused::Told), _) => return None,
+            (Ok(_) | Err(Refused::Answer(_)), Stage::Cancelled(_) | Stage::Sent(_)) => None,
+        };
+        in_flight.remove(key);
+        answer
+    }
+
+    /// [`Self::admit`]'s waits: the call in its table, or why not.
+    async fn admitted(
+        self: &Arc<Self>,
+        line: &[u8],
+        call: &Plain,
+        route: &LineRoute,
+        proof: Option<Authorized>,
+        cancel: &CancellationToken,
+    ) -> Result<LineCall, Refused> {
+        let downstreams = &self.upstream.downstreams;
+        let proof = match proof {
+            Some(proof) => proof,
+            None => {
+                let decided = tokio::select! {
+                    decided = downstreams.authorize(&call.name, &Route::Direct) => decided,
+                    () = cancel.cancelled() => return Err(Refused::Answer(Answer::from(
+                        host_answer(route.cancelled()),
+                    ))),
+                };
+                decided.map_err(|denied| {
+                    let error = ErrorData::invalid_params(denied.to_string(), None);
+                    Refused::Answer(Answer::Error(error))
+                })?
+            }
+        };
+        let request = |id: &str, tool: &str| call.forwarded(line, id, tool);
+        let sent = route.send(&proof, self.sink(&call.key), request, cancel);
+        sent.await.map_err(|(error, sink)| match sink {
+            Some(_) => Refused::Answer(Answer::from(host_answer(error))),
+            None => Refused::Told,
+        })
+    }
+}
+
+/// A call taken for an admission wait: its line, what was read of it, where it goes.
+struct Admission {
+    line: Vec<u8>,
+    call: Plain,
+    route: LineRoute,
+    serial: u64,
+}
+
+/// Why an admitted call did not reach its table.
+enum Refused {
+    /// What the host is answered.
+    Answer(Answer),
+    /// Its table ended it and told the host.
+    Told,
+}
+
+impl Plain {
+    /// Its record among the calls in flight.
+    fn flight(&self, serial: u64, stage: Stage) -> Flight {
+        Flight {
+            progress: self.progress.clone(),
+            serial,
+            stage,
+        }
+    }
+}
+
+/// Where the calls' ends arrive from their tables (on the server's read path).
+impl RouteSink for Passthrough {
+    fn answered(&self, key: &str, id: &str, server: &str, reply: RawReply) -> Option<Forward> {
+        // Not in flight any more: the host cancelled it, and gets no answer.
+        if !self.end(key, id) {
+            return None;
+        }
+        if let Some(result) = reply.result() {
+            self.upstream.downstreams.note_raw_links(server, result);
+        }
+        Some(self.reply(key, Answer::Reply(reply)))
+    }
+
+    fn progress(
+        &self,
+        key: &str,
+        id: &str,
+        mut line: Vec<u8>,
+        token: Range<usize>,
+    ) -> Option<Forward> {
+        let host_token = match self.in_flight().get(key) {
+            Some(flight) if flight.is(id) => flight.progress.clone()?,
+            _ => return None,
+        };
+        line.splice(token, host_token.into_bytes());
+        Some(Forward {
+            to: self.writer.clone(),
+            bytes: line,
+            from: 0,
+        })
+    }
+
+    fn failed(&self, key: &str, id: &str, error: DownstreamError) -> Option<Forward> {
+        if !self.end(key, id) {
+            return None;
+        }
+        Some(self.reply(key, Answer::from(host_answer(error))))
+    }
+}
