@@ -142,8 +142,11 @@ impl Drop for Host {
     }
 }
 
+/// The lines the host read for one case, by the case's name.
+type Case = (&'static str, Vec<Vec<u8>>);
+
 /// What the host read for each case, on `route`.
-fn transcript(route: &str) -> anyhow::Result<Vec<(&'static str, Vec<Vec<u8>>)>> {
+fn transcript(route: &str) -> anyhow::Result<Vec<Case>> {
     let mut host = Host::start(route)?;
     let mut cases = Vec::new();
     host.call(10, "result", json!({}), true)?;
