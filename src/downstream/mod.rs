@@ -3,6 +3,7 @@
 
 mod calls;
 pub mod fields;
+mod host_link;
 mod sessions;
 pub use calls::{LineCall, RawReply, RouteSink, Sink};
 mod relay;
@@ -21,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use fields::restore as restore_tool_fields;
-pub use relay::{Caller, Changed, HostLink, LogLevel, Session};
+pub use host_link::HostLink;
+pub use relay::{Caller, Changed, LogLevel, Session};
 pub use route::{LineRoute, NotSent};
 pub use server::{Offer, Server, State};
 
