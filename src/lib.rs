@@ -13,6 +13,7 @@ compile_error!(
 
 pub mod approval;
 pub mod catalog;
+pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod downstream;

@@ -1,25 +1,10 @@
 //! What the CLI writes for a person: output that survives a closed pipe, colour on a
-//! terminal (unless `NO_COLOR`), the per-step lines of `planmux run` and its timeline.
+//! terminal (unless `NO_COLOR`), the question `planmux run` asks before a plan that needs
+//! approval, and its per-step lines and timeline. These are written as they happen; the
+//! rest of a command's output is its [`Report`](super::Report), printed at the end.
 
-use planmux::exec::{Observer, RunRecord, StepRecord, StepStatus};
-use planmux::plan::PlannedStep;
-
-/// A line on stdout. Unlike `println!`, it does not panic when the reader has gone
-/// (`planmux tools | head -1`).
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
-/// Text on stdout, without a newline; see [`out!`].
-macro_rules! out_raw {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
-    }};
-}
+use crate::exec::{Observer, RunRecord, StepRecord, StepStatus};
+use crate::plan::PlannedStep;
 
 /// A line on stderr, which may be closed too (`2>&1 >/dev/null | head -1`).
 macro_rules! err {
@@ -37,10 +22,12 @@ macro_rules! err_raw {
     }};
 }
 
-/// One line per step on stderr as it starts and ends.
-pub(crate) struct Lines {
-    pub(crate) started: std::time::Instant,
-    pub(crate) quiet: bool,
+/// One line per step on stderr as it starts and ends (none when `quiet`).
+pub struct Lines {
+    /// When the run started: each line says how long after.
+    pub started: std::time::Instant,
+    /// No lines at all.
+    pub quiet: bool,
 }
 
 impl Observer for Lines {
@@ -79,7 +66,7 @@ impl Observer for Lines {
 }
 
 /// A per-step timeline: one bar per step, scaled to the run's duration.
-pub(crate) fn draw_timeline(record: &RunRecord) -> String {
+pub fn draw_timeline(record: &RunRecord) -> String {
     const WIDTH: f64 = 50.0;
     let total = record.duration_ms.max(0.001);
     let id_width = record.steps.iter().map(|s| s.id.len()).max().unwrap_or(2);
@@ -123,20 +110,23 @@ fn short(ms: f64) -> String {
     format!("{ms:.digits$}")
 }
 
-pub(crate) const GREEN: &str = "32";
-pub(crate) const RED: &str = "31";
+/// ANSI colours for [`paint`].
+pub const GREEN: &str = "32";
+pub const RED: &str = "31";
 const YELLOW: &str = "33";
 
 /// Where a text goes: colour only what a terminal shows.
-#[derive(Clone, Copy)]
-pub(crate) enum Stream {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// stdout.
     Out,
+    /// stderr.
     Err,
 }
 
 /// `text` in an ANSI colour when `stream` is a terminal and `NO_COLOR` is not set
 /// (no-color.org).
-pub(crate) fn paint(text: &str, colour: &str, stream: Stream) -> String {
+pub fn paint(text: &str, colour: &str, stream: Stream) -> String {
     use std::io::IsTerminal as _;
     let terminal = match stream {
         Stream::Out => std::io::stdout().is_terminal(),
@@ -158,4 +148,33 @@ fn status_word(status: StepStatus) -> String {
         StepStatus::Skipped | StepStatus::Cancelled => YELLOW,
     };
     paint(&format!("{:<10}", status.as_str()), colour, Stream::Err)
+}
+
+/// Asks y/N on stderr and reads the answer from stdin, when stdin is a terminal (`Err`
+/// when it is not: a pipe, a file, or the plan itself).
+pub async fn ask(message: String, plan_on_stdin: bool) -> anyhow::Result<bool> {
+    use anyhow::Context as _;
+    use std::io::{BufRead as _, IsTerminal as _};
+    // The plan may take stdin (`planmux run -`): then the answer comes from the terminal
+    // itself, when the user sees the question there (stderr is a terminal).
+    let answers: Box<dyn std::io::BufRead + Send> = if std::io::stdin().is_terminal() {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else if plan_on_stdin && std::io::stderr().is_terminal() {
+        let tty = std::fs::File::open("/dev/tty")
+            .context("stdin is not a terminal, and /dev/tty cannot be opened")?;
+        Box::new(std::io::BufReader::new(tty))
+    } else {
+        anyhow::bail!("stdin is not a terminal");
+    };
+    let asked = tokio::task::spawn_blocking(move || -> anyhow::Result<bool> {
+        let mut answers = answers;
+        err_raw!("{message}\nRun it? [y/N] ");
+        let mut line = String::new();
+        answers.read_line(&mut line)?;
+        Ok(matches!(
+            line.trim().to_ascii_lowercase().as_str(),
+            "y" | "yes"
+        ))
+    });
+    asked.await?
 }
