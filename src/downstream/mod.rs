@@ -2,146 +2,41 @@
 //! the right one, refreshing on list changes and reconnects, and shutting them all down.
 
 mod calls;
+mod checkpoint;
+mod error;
 pub mod fields;
 mod host_link;
-mod sessions;
-pub use calls::{LineCall, RawReply, RouteSink, Sink};
+mod offer;
+mod refresh;
 mod relay;
 mod resources;
 mod route;
 mod server;
+mod sessions;
 mod tap;
 mod transport;
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use calls::{LineCall, RawReply, RouteSink, Sink};
+pub use error::DownstreamError;
 pub use fields::restore as restore_tool_fields;
 pub use host_link::HostLink;
+pub use refresh::Reloaded;
 pub use relay::{Caller, Changed, LogLevel, Session};
 pub use route::{LineRoute, NotSent};
 pub use server::{Offer, Server, State};
 
-use crate::catalog::{Catalog, Pins, Resources, ServerResources, ServerTools};
-use crate::config::{Config, PolicyConfig};
-use crate::lock::Lock;
-use crate::policy::{Authorized, Denied, Policy, Route, Tier};
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::policy::{Authorized, Denied, Policy, Route};
+use checkpoint::Checkpoint;
 use relay::Changes;
-
-/// Why a call to a downstream did not produce a tool result.
-#[derive(Debug, thiserror::Error)]
-pub enum DownstreamError {
-    /// No exported tool has this name.
-    #[error("unknown tool '{name}'{}", hint(.closest))]
-    UnknownTool { name: String, closest: Vec<String> },
-    /// No exported prompt has this name.
-    #[error("unknown prompt '{name}'")]
-    UnknownPrompt { name: String },
-    /// No server listed this URI, matches it with a template, or linked it, and none of
-    /// the servers with resources could read it.
-    #[error("no server has the resource '{uri}'")]
-    UnknownResource { uri: String },
-    /// The server could not be started just now.
-    #[error("server '{server}' failed to start: {reason}")]
-    StartFailed { server: String, reason: String },
-    /// A tool of a server that never started: its tools are unknown, not missing.
-    #[error("server '{server}' is configured but failed to start: {reason}")]
-    NeverStarted { server: String, reason: String },
-    /// The server is down and backing off before the next restart.
-    #[error("server '{server}' is unavailable: {reason} (next restart attempt in {} ms)", .retry_in.as_millis())]
-    Down {
-        server: String,
-        reason: String,
-        retry_in: Duration,
-    },
-    /// The connection broke while the call was in flight.
-    #[error("server '{server}' went away during the call: {detail}")]
-    Exited { server: String, detail: String },
-    /// The call took longer than the server's `call_timeout_ms`.
-    #[error("server '{server}' did not answer {tool} within {} ms", .after.as_millis())]
-    Timeout {
-        server: String,
-        tool: String,
-        after: Duration,
-    },
-    /// The caller cancelled the call.
-    #[error("call to {tool} on server '{server}' was cancelled")]
-    Cancelled { server: String, tool: String },
-    /// The server answered with a JSON-RPC error; it is passed on as it is. (Or planmux
-    /// refused its answer, and says so.)
-    #[error("{}", rpc_error(server, error))]
-    Rpc {
-        server: String,
-        error: Box<ErrorData>,
-    },
-    /// The server answered with something that is not valid here.
-    #[error("server '{server}' broke the protocol: {message}")]
-    Protocol { server: String, message: String },
-    /// planmux is shutting down.
-    #[error("server '{server}' is shut down")]
-    Closed { server: String },
-    /// The call's proof of authorization is for another tool.
-    #[error("the call to '{tool}' was not authorized")]
-    Unauthorized { tool: String },
-}
-
-/// A server's JSON-RPC error as a message, or planmux's refusal of its answer (which the
-/// server did not send).
-fn rpc_error(server: &str, error: &ErrorData) -> String {
-    let refused = error
-        .data
-        .as_ref()
-        .is_some_and(|data| data.get(crate::wire::REFUSED).is_some());
-    if refused {
-        format!(
-            "planmux could not take the answer of server '{server}': {}",
-            error.message
-        )
-    } else {
-        format!(
-            "server '{server}' answered with an error: {}",
-            error.message
-        )
-    }
-}
-
-fn hint(closest: &[String]) -> String {
-    if closest.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " (did you mean {}?)",
-            closest
-                .iter()
-                .map(|n| format!("'{n}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    }
-}
-
-/// What a reload changed, by server name.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Reloaded {
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-    pub restarted: Vec<String>,
-    /// Whether `[policy]` changed (it is in force now).
-    pub policy: bool,
-}
-
-impl Reloaded {
-    /// Whether any server, or the policy, changed.
-    pub fn any(&self) -> bool {
-        self.policy
-            || !(self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty())
-    }
-}
 
 /// A status line for `planmux check`.
 #[derive(Debug, Clone)]
@@ -162,11 +57,8 @@ pub struct Downstreams {
     catalog: RwLock<Arc<Catalog>>,
     separator: String,
     host: Arc<HostLink>,
-    /// The checkpoint every call passes, and the `[policy]` it was made of; a reload
-    /// swaps both.
-    policy: RwLock<(Arc<Policy>, PolicyConfig)>,
-    /// Which definitions `servers.lock` trusts; read again on each reload.
-    pins: RwLock<Arc<Pins>>,
+    /// The checkpoint every call passes: the `[policy]` and the pins in force.
+    checkpoint: Checkpoint,
     tracker: TaskTracker,
     shutdown: CancellationToken,
     /// True once the first start of every server has ended.
@@ -210,15 +102,7 @@ impl Downstreams {
             catalog: RwLock::default(),
             separator: config.proxy.separator.clone(),
             host,
-            policy: RwLock::new((
-                Arc::new(Policy::new(
-                    config.policy.deny.clone(),
-                    config.policy.confirm,
-                    config.proxy.audit_log.clone(),
-                )),
-                config.policy.clone(),
-            )),
-            pins: RwLock::new(Arc::new(load_pins(config))),
+            checkpoint: Checkpoint::new(config),
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
             started: tokio::sync::watch::channel(false).0,
@@ -226,7 +110,7 @@ impl Downstreams {
             list_grace: config.proxy.list_grace,
             grace_ends: std::sync::OnceLock::new(),
         });
-        tracker.spawn(refresh_changed(
+        tracker.spawn(refresh::refresh_changed(
             Arc::downgrade(&this),
             changes,
             this.shutdown.clone(),
@@ -406,23 +290,7 @@ impl Downstreams {
 
     /// The `[policy]` in force.
     pub fn policy(&self) -> Arc<Policy> {
-        self.policy
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .0
-            .clone()
-    }
-
-    /// Puts `config`'s `[policy]` in force, if it differs from the one in force (its
-    /// audit trail goes on where it went: `[proxy]` is not reloaded). Whether it did.
-    fn apply_policy(&self, config: &PolicyConfig) -> bool {
-        let mut policy = self.policy.write().unwrap_or_else(PoisonError::into_inner);
-        if format!("{config:?}") == format!("{:?}", policy.1) {
-            return false;
-        }
-        let next = policy.0.with_rules(config.deny.clone(), config.confirm);
-        *policy = (Arc::new(next), config.clone());
-        true
+        self.checkpoint.policy()
     }
 
     /// The checkpoint: whether `route` may call the exported tool `name` (recorded in
@@ -431,7 +299,7 @@ impl Downstreams {
         self.ready_for(name).await;
         let catalog = self.catalog();
         let tier = catalog.get(name).map(|e| e.tier);
-        self.decide(&catalog, name, tier, route)
+        self.checkpoint.decide(&catalog, name, tier, route)
     }
 
     /// [`Self::authorize`] without waiting: `None` when it would wait (servers still
@@ -447,30 +315,13 @@ impl Downstreams {
         }
         let catalog = self.catalog();
         let tier = catalog.get(name)?.tier;
-        Some(self.decide(&catalog, name, Some(tier), route))
-    }
-
-    /// The policy's decision on `name`, of `tier` (`None`: not listed), as `catalog`
-    /// holds it back or not (recorded in the audit trail).
-    fn decide(
-        &self,
-        catalog: &Catalog,
-        name: &str,
-        tier: Option<Tier>,
-        route: &Route,
-    ) -> Result<Authorized, Denied> {
-        let held = catalog.quarantined().iter().find(|q| q.exported == name);
-        self.policy()
-            .authorize(name, tier, held.map(|q| q.change.as_str()), route)
+        Some(self.checkpoint.decide(&catalog, name, Some(tier), route))
     }
 
     /// The checkpoint for a plan's resource step: a read of `uri` (recorded in the audit
     /// trail). `[policy] deny` globs match `resource:<uri>`.
     pub fn authorize_read(&self, uri: &str, route: &Route) -> Result<(), Denied> {
-        let name = format!("resource:{uri}");
-        self.policy()
-            .authorize(&name, Some(Tier::Read), None, route)
-            .map(|_| ())
+        self.checkpoint.decide_read(uri, route)
     }
 
     /// Routes a `tools/call` by exported name to its server and returns the answer as the
@@ -505,18 +356,6 @@ impl Downstreams {
             self.links.note(&server.config.name, answer);
         }
         result
-    }
-
-    /// Puts `next` in force, unless it turns pinning off while a lock was in force.
-    fn repin(&self, next: Pins) {
-        let mut pins = self.pins.write().unwrap_or_else(PoisonError::into_inner);
-        if matches!(next, Pins::Unpinned) && !matches!(**pins, Pins::Unpinned) {
-            tracing::warn!(
-                "servers.lock is gone: the tools it pinned stay pinned until `planmux lock` writes it again (restart planmux to run without a lock)"
-            );
-        } else {
-            *pins = Arc::new(next);
-        }
     }
 
     /// The server of the tool exported as `name`, and the tool's own name there.
@@ -620,215 +459,11 @@ impl Downstreams {
         })
     }
 
-    /// Re-lists what one server offers (after a `list_changed` or a reconnect) and tells
-    /// the host which of its lists changed, or the server `said` changed: a server's
-    /// `list_changed` reaches the host even when the merged list reads the same.
-    async fn refresh(&self, server_name: &str, said: Changed) {
-        let Some(server) = self.server(server_name) else {
-            return;
-        };
-        if let Err(e) = server.relist().await {
-            // Shut down meanwhile: nothing to refresh, and nothing wrong.
-            if !server.is_closed() {
-                tracing::warn!(server = %server_name, error = %e, "could not refresh tools");
-            }
-            return;
-        }
-        let changed = self.rebuild_and_notify().await.or(said);
-        if changed.any() {
-            tracing::info!(server = %server_name, tools = changed.tools, prompts = changed.prompts, resources = changed.resources, "lists changed");
-            self.host.notify_changed(changed).await;
-        }
-    }
-
-    /// Rebuilds the catalog from what every server offers: what changed, and a notice per
-    /// tool newly quarantined.
-    fn rebuild_catalog(&self) -> (Changed, Vec<String>) {
-        let servers = self.servers();
-        let offers: Vec<(&Arc<Server>, Offer)> = servers.iter().map(|s| (s, s.offer())).collect();
-        let lists: Vec<ServerTools> = offers
-            .iter()
-            .map(|(s, offer)| ServerTools {
-                server: s.config.name.clone(),
-                namespace: s.config.namespace,
-                tools: offer.tools.clone(),
-                tiers: s.config.tiers.clone(),
-            })
-            .collect();
-        let listed: Vec<ServerResources> = offers
-            .into_iter()
-            .map(|(s, offer)| ServerResources {
-                server: s.config.name.clone(),
-                namespace: s.config.namespace,
-                prompts: offer.prompts,
-                resources: offer.resources,
-                templates: offer.templates,
-                subscribe: offer.subscribe,
-            })
-            .collect();
-        let pins = self
-            .pins
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let next = Catalog::build(&self.separator, &lists, &self.policy(), &pins)
-            .with_resources(Resources::build(&self.separator, &listed));
-        let mut current = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
-        let (was, now) = (current.resources(), next.resources());
-        let changed = Changed {
-            tools: current.definitions().ne(next.definitions()),
-            prompts: was.prompts().ne(now.prompts()),
-            resources: was.resources().ne(now.resources()) || was.templates().ne(now.templates()),
-        };
-        let newly: Vec<String> = next
-            .quarantined()
-            .iter()
-            .filter(|q| !current.quarantined().contains(q))
-            .map(|q| {
-                format!(
-                    "planmux quarantined {}: {}; run `planmux lock` to accept it",
-                    q.exported, q.change
-                )
-            })
-            .collect();
-        *current = Arc::new(next);
-        (changed, newly)
-    }
-
-    /// Rebuilds the catalog and tells the host about newly quarantined tools; what
-    /// changed.
-    async fn rebuild_and_notify(&self) -> Changed {
-        let (changed, newly) = self.rebuild_catalog();
-        for notice in newly {
-            tracing::warn!("{notice}");
-            self.host.notify_warning(notice).await;
-        }
-        changed
-    }
-
-    /// Applies a changed config's `[policy]` and servers: new ones start, removed ones
-    /// stop, changed ones restart, the others keep running untouched; the host hears
-    /// what changed. The rest of the config (`[proxy]`, `[http]`, pipelines) is not
-    /// reloaded.
-    pub async fn reload(&self, config: &Config) -> Reloaded {
-        // A tool reviewed with `planmux lock` since is let out of quarantine now. A lock
-        // that vanished (deleted, or mid-rename by an editor) does not turn pinning off:
-        // the pins in force stay until a lock is there again.
-        self.repin(load_pins(config));
-        let old = self.servers();
-        let mut next = Vec::new();
-        let mut fresh = Vec::new();
-        let mut done = Reloaded {
-            policy: self.apply_policy(&config.policy),
-            ..Reloaded::default()
-        };
-        for wanted in config.enabled_servers() {
-            let existing = old.iter().find(|s| s.config.name == wanted.name);
-            // The whole section as parsed (secrets included), compared in memory only.
-            match existing {
-                Some(server) if format!("{:?}", server.config) == format!("{wanted:?}") => {
-                    next.push(server.clone());
-                }
-                _ => {
-                    let server = Arc::new(Server::new(
-                        wanted.clone(),
-                        self.host.clone(),
-                        self.changes.clone(),
-                        self.tracker.clone(),
-                    ));
-                    match existing {
-                        Some(_) => done.restarted.push(wanted.name.clone()),
-                        None => done.added.push(wanted.name.clone()),
-                    }
-                    fresh.push(server.clone());
-                    next.push(server);
-                }
-            }
-        }
-        let gone: Vec<Arc<Server>> = old
-            .iter()
-            .filter(|s| !next.iter().any(|n| Arc::ptr_eq(n, s)))
-            .cloned()
-            .collect();
-        done.removed = gone
-            .iter()
-            .map(|s| s.config.name.clone())
-            .filter(|name| !done.restarted.contains(name))
-            .collect();
-        *self.servers.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
-        futures::future::join_all(gone.iter().map(|s| s.close())).await;
-        // Removed (or now denied) tools leave the lists now; each new server's arrive as
-        // it comes up. A new policy may also change planmux's own tools (`approve_plan`
-        // goes with `confirm = "none"`) and which pipelines are listed.
-        let mut changed = self.rebuild_and_notify().await;
-        if done.policy {
-            changed = changed.or(Changed::TOOLS);
-        }
-        if changed.any() {
-            self.host.notify_changed(changed).await;
-        }
-        futures::future::join_all(fresh.iter().map(|s| async move {
-            let _ = s.live().await;
-            let changed = self.rebuild_and_notify().await;
-            if changed.any() {
-                self.host.notify_changed(changed).await;
-            }
-        }))
-        .await;
-        done
-    }
-
     /// Closes every server concurrently and waits (bounded) until their processes are gone.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         futures::future::join_all(self.servers().iter().map(|s| s.close())).await;
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
-    }
-}
-
-/// `servers.lock`, when the config has one; a lock that cannot be read holds every tool
-/// back rather than turning pinning off.
-fn load_pins(config: &Config) -> Pins {
-    let Some(path) = &config.lock_path else {
-        return Pins::Unpinned;
-    };
-    match Lock::load(path) {
-        Ok(Some(lock)) => Pins::Locked(lock),
-        Ok(None) => Pins::Unpinned,
-        Err(why) => {
-            tracing::error!("{why}; every tool is quarantined until `planmux lock` rewrites it");
-            Pins::Broken(why)
-        }
-    }
-}
-
-/// Refreshes servers as they report changes: each changed server once at a time, servers
-/// concurrently, until shutdown.
-async fn refresh_changed(
-    downstreams: std::sync::Weak<Downstreams>,
-    changes: Arc<Changes>,
-    shutdown: CancellationToken,
-) {
-    let mut running = futures::stream::FuturesUnordered::new();
-    let mut busy = std::collections::HashSet::new();
-    loop {
-        tokio::select! {
-            () = changes.changed() => {}
-            Some(done) = futures::StreamExt::next(&mut running) => {
-                busy.remove(&done);
-            }
-            () = shutdown.cancelled() => return,
-        }
-        for (server, said) in changes.take(&busy) {
-            let Some(this) = downstreams.upgrade() else {
-                return;
-            };
-            busy.insert(server.clone());
-            running.push(async move {
-                this.refresh(&server, said).await;
-                server
-            });
-        }
     }
 }

@@ -1,0 +1,144 @@
+//! The call table: answers taken or left, ends reaching the right sinks.
+
+use rmcp::RoleClient;
+use tokio::io::{DuplexStream, ReadHalf};
+
+use super::*;
+use crate::wire::{Limits, LineTransport};
+
+/// A table on a connection that goes nowhere, and the transport that keeps its writer
+/// open.
+fn table() -> (
+    LineTransport<RoleClient, ReadHalf<DuplexStream>>,
+    Arc<CallTable>,
+) {
+    let (ours, _theirs) = tokio::io::duplex(64);
+    let (read, write) = tokio::io::split(ours);
+    let transport = LineTransport::new(read, write, Limits::default(), "test");
+    let tracker = TaskTracker::new();
+    let table = CallTable::new(
+        transport.sender(),
+        "test",
+        Duration::from_secs(60),
+        &tracker,
+    );
+    (transport, table)
+}
+
+/// An awaiting call registered (not written), and where its answer arrives.
+fn awaiting(
+    table: &Arc<CallTable>,
+) -> (
+    LineCall,
+    oneshot::Receiver<Result<RawReply, DownstreamError>>,
+) {
+    let (sink, answer) = Sink::awaiting();
+    let (call, _request) = table.start("t", sink, |_, _| Vec::new());
+    (call, answer)
+}
+
+fn result_of(answer: &mut oneshot::Receiver<Result<RawReply, DownstreamError>>) -> Option<Vec<u8>> {
+    let reply = answer.try_recv().ok()?.ok()?;
+    reply.result().map(<[u8]>::to_vec)
+}
+
+#[tokio::test]
+async fn answers_to_the_tables_calls_are_taken_and_others_left() {
+    let (_transport, table) = table();
+    let divert = table.divert();
+    let (call, mut answer) = awaiting(&table);
+    assert!(
+        !divert(&mut br#"{"jsonrpc":"2.0","id":3,"result":{}}"#.to_vec()).taken(),
+        "rmcp's own"
+    );
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":"{}","method":"ping"}}"#,
+        call.id()
+    );
+    assert!(
+        !divert(&mut request.into_bytes()).taken(),
+        "a request that reuses the id"
+    );
+    let mut line = format!(
+        r#"{{"result":{{"content":[]}},"jsonrpc":"2.0","id":"{}"}}"#,
+        call.id()
+    )
+    .into_bytes();
+    assert!(divert(&mut line).taken());
+    assert!(line.is_empty(), "the line is moved to the call");
+    assert_eq!(
+        result_of(&mut answer).as_deref(),
+        Some(&br#"{"content":[]}"#[..])
+    );
+    // An answer to a call that already gave up is dropped, not passed to rmcp.
+    let (late, _answer) = awaiting(&table);
+    assert!(late.cancel(Some("test")));
+    let line = format!(r#"{{"jsonrpc":"2.0","id":"{}","result":{{}}}}"#, late.id());
+    assert!(divert(&mut line.into_bytes()).taken());
+}
+
+/// The id is looked for at a message's end first: a large answer is taken whichever
+/// end its id is at, and one that is not the table's is left whatever its size.
+#[tokio::test]
+async fn a_large_answer_is_taken_whichever_end_its_id_is_at() {
+    let (_transport, table) = table();
+    let divert = table.divert();
+    let text = "x".repeat(4096);
+    let result = format!(r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#);
+    let ((last, mut last_answer), (first, mut first_answer)) = (awaiting(&table), awaiting(&table));
+    let id_last = format!(
+        r#"{{"result":{result},"jsonrpc":"2.0","id":"{}"}}"#,
+        last.id()
+    );
+    let id_first = format!(
+        r#"{{"jsonrpc":"2.0","id":"{}","result":{result}}}"#,
+        first.id()
+    );
+    let not_ours = format!(r#"{{"result":{result},"jsonrpc":"2.0","id":7}}"#);
+    assert!(divert(&mut id_last.into_bytes()).taken());
+    assert!(divert(&mut id_first.into_bytes()).taken());
+    assert!(!divert(&mut not_ours.into_bytes()).taken());
+    for answer in [&mut last_answer, &mut first_answer] {
+        assert_eq!(result_of(answer).as_deref(), Some(result.as_bytes()));
+    }
+}
+
+/// A connection's end reaches every written call's sink, and leaves an unwritten one
+/// to its sender, which learns it when it marks the call sent.
+#[tokio::test]
+async fn the_end_of_the_connection_reaches_written_calls_and_their_senders() {
+    let (_transport, table) = table();
+    let (written, mut written_answer) = awaiting(&table);
+    assert!(written.sent().is_ok());
+    let (unwritten, mut unwritten_answer) = awaiting(&table);
+    table
+        .end(|| DownstreamError::Closed {
+            server: "test".into(),
+        })
+        .await;
+    assert!(matches!(
+        written_answer.try_recv(),
+        Ok(Err(DownstreamError::Closed { .. }))
+    ));
+    assert!(
+        unwritten_answer.try_recv().is_err(),
+        "not told: its sender is"
+    );
+    assert!(matches!(unwritten.sent(), Err(Sink::Await(_))));
+}
+
+/// A written call past its time limit is ended by the sweeper, as a timeout; an
+/// unwritten one is its sender's to end.
+#[tokio::test(start_paused = true)]
+async fn the_sweeper_times_out_written_calls() {
+    let (_transport, table) = table();
+    let (written, mut answer) = awaiting(&table);
+    assert!(written.sent().is_ok());
+    let (_unwritten, mut unwritten_answer) = awaiting(&table);
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert!(matches!(
+        answer.try_recv(),
+        Ok(Err(DownstreamError::Timeout { .. }))
+    ));
+    assert!(unwritten_answer.try_recv().is_err());
+}

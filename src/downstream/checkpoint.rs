@@ -1,0 +1,120 @@
+//! The one checkpoint every call to a downstream tool passes: the `[policy]` in force
+//! (tiers, `deny`, `confirm`, and the run's approval a plan step carries in its route)
+//! and the pins of `servers.lock` (a tool whose definition changed since it was pinned
+//! is held back). Its decision is recorded in the audit trail, and its proof
+//! ([`Authorized`], which only `Policy::authorize` makes) is what every way to a tool
+//! takes. A reload swaps the policy and the pins whole, so a decision sees one of each.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::catalog::{Catalog, Pins};
+use crate::config::{Config, PolicyConfig};
+use crate::lock::Lock;
+use crate::policy::{Authorized, Denied, Policy, Route, Tier};
+
+/// The policy and the pins in force.
+pub(super) struct Checkpoint {
+    /// The policy, and the `[policy]` it was made of (to tell whether a reload changed it).
+    policy: RwLock<(Arc<Policy>, PolicyConfig)>,
+    /// Which definitions `servers.lock` trusts; read again on each reload.
+    pins: RwLock<Arc<Pins>>,
+}
+
+impl Checkpoint {
+    /// The checkpoint of `config`: its `[policy]`, auditing where `[proxy] audit_log`
+    /// says, and its lock's pins.
+    pub(super) fn new(config: &Config) -> Self {
+        let policy = Policy::new(
+            config.policy.deny.clone(),
+            config.policy.confirm,
+            config.proxy.audit_log.clone(),
+        );
+        Self {
+            policy: RwLock::new((Arc::new(policy), config.policy.clone())),
+            pins: RwLock::new(Arc::new(load_pins(config))),
+        }
+    }
+
+    /// The policy in force.
+    pub(super) fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .clone()
+    }
+
+    /// The pins in force.
+    pub(super) fn pins(&self) -> Arc<Pins> {
+        self.pins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The decision on the exported tool `name`, of `tier` (`None`: not listed), for
+    /// `route`, as `catalog` holds it back or not (recorded in the audit trail).
+    pub(super) fn decide(
+        &self,
+        catalog: &Catalog,
+        name: &str,
+        tier: Option<Tier>,
+        route: &Route,
+    ) -> Result<Authorized, Denied> {
+        let held = catalog.quarantined().iter().find(|q| q.exported == name);
+        self.policy()
+            .authorize(name, tier, held.map(|q| q.change.as_str()), route)
+    }
+
+    /// The decision on a plan's resource step, a read of `uri` (recorded in the audit
+    /// trail): `[policy] deny` globs match `resource:<uri>`.
+    pub(super) fn decide_read(&self, uri: &str, route: &Route) -> Result<(), Denied> {
+        let name = format!("resource:{uri}");
+        self.policy()
+            .authorize(&name, Some(Tier::Read), None, route)
+            .map(|_| ())
+    }
+
+    /// Puts `config`'s `[policy]` in force, if it differs from the one in force (its
+    /// audit trail goes on where it went: `[proxy]` is not reloaded). Whether it did.
+    pub(super) fn apply_policy(&self, config: &PolicyConfig) -> bool {
+        let mut policy = self.policy.write().unwrap_or_else(PoisonError::into_inner);
+        if format!("{config:?}") == format!("{:?}", policy.1) {
+            return false;
+        }
+        let next = policy.0.with_rules(config.deny.clone(), config.confirm);
+        *policy = (Arc::new(next), config.clone());
+        true
+    }
+
+    /// Reads `config`'s lock again and puts its pins in force, unless that turns pinning
+    /// off while a lock was in force: a lock that vanished (deleted, or mid-rename by an
+    /// editor) leaves the pins in force until a lock is there again.
+    pub(super) fn repin(&self, config: &Config) {
+        let next = load_pins(config);
+        let mut pins = self.pins.write().unwrap_or_else(PoisonError::into_inner);
+        if matches!(next, Pins::Unpinned) && !matches!(**pins, Pins::Unpinned) {
+            tracing::warn!(
+                "servers.lock is gone: the tools it pinned stay pinned until `planmux lock` writes it again (restart planmux to run without a lock)"
+            );
+        } else {
+            *pins = Arc::new(next);
+        }
+    }
+}
+
+/// `servers.lock`, when the config has one; a lock that cannot be read holds every tool
+/// back rather than turning pinning off.
+fn load_pins(config: &Config) -> Pins {
+    let Some(path) = &config.lock_path else {
+        return Pins::Unpinned;
+    };
+    match Lock::load(path) {
+        Ok(Some(lock)) => Pins::Locked(lock),
+        Ok(None) => Pins::Unpinned,
+        Err(why) => {
+            tracing::error!("{why}; every tool is quarantined until `planmux lock` rewrites it");
+            Pins::Broken(why)
+        }
+    }
+}

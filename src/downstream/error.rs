@@ -1,0 +1,99 @@
+//! Why a call to a downstream did not produce a tool result ([`DownstreamError`]), each
+//! variant naming the server and what it knows. What a host or a plan step makes of it is
+//! decided where they are answered (`upstream::host_answer`, the runner's `invoke_error`).
+
+use std::time::Duration;
+
+use rmcp::ErrorData;
+
+/// Why a call to a downstream did not produce a tool result.
+#[derive(Debug, thiserror::Error)]
+pub enum DownstreamError {
+    /// No exported tool has this name.
+    #[error("unknown tool '{name}'{}", hint(.closest))]
+    UnknownTool { name: String, closest: Vec<String> },
+    /// No exported prompt has this name.
+    #[error("unknown prompt '{name}'")]
+    UnknownPrompt { name: String },
+    /// No server listed this URI, matches it with a template, or linked it, and none of
+    /// the servers with resources could read it.
+    #[error("no server has the resource '{uri}'")]
+    UnknownResource { uri: String },
+    /// The server could not be started just now.
+    #[error("server '{server}' failed to start: {reason}")]
+    StartFailed { server: String, reason: String },
+    /// A tool of a server that never started: its tools are unknown, not missing.
+    #[error("server '{server}' is configured but failed to start: {reason}")]
+    NeverStarted { server: String, reason: String },
+    /// The server is down and backing off before the next restart.
+    #[error("server '{server}' is unavailable: {reason} (next restart attempt in {} ms)", .retry_in.as_millis())]
+    Down {
+        server: String,
+        reason: String,
+        retry_in: Duration,
+    },
+    /// The connection broke while the call was in flight.
+    #[error("server '{server}' went away during the call: {detail}")]
+    Exited { server: String, detail: String },
+    /// The call took longer than the server's `call_timeout_ms`.
+    #[error("server '{server}' did not answer {tool} within {} ms", .after.as_millis())]
+    Timeout {
+        server: String,
+        tool: String,
+        after: Duration,
+    },
+    /// The caller cancelled the call.
+    #[error("call to {tool} on server '{server}' was cancelled")]
+    Cancelled { server: String, tool: String },
+    /// The server answered with a JSON-RPC error; it is passed on as it is. (Or planmux
+    /// refused its answer, and says so.)
+    #[error("{}", rpc_error(server, error))]
+    Rpc {
+        server: String,
+        error: Box<ErrorData>,
+    },
+    /// The server answered with something that is not valid here.
+    #[error("server '{server}' broke the protocol: {message}")]
+    Protocol { server: String, message: String },
+    /// planmux is shutting down.
+    #[error("server '{server}' is shut down")]
+    Closed { server: String },
+    /// The call's proof of authorization is for another tool.
+    #[error("the call to '{tool}' was not authorized")]
+    Unauthorized { tool: String },
+}
+
+/// A server's JSON-RPC error as a message, or planmux's refusal of its answer (which the
+/// server did not send).
+fn rpc_error(server: &str, error: &ErrorData) -> String {
+    let refused = error
+        .data
+        .as_ref()
+        .is_some_and(|data| data.get(crate::wire::REFUSED).is_some());
+    if refused {
+        format!(
+            "planmux could not take the answer of server '{server}': {}",
+            error.message
+        )
+    } else {
+        format!(
+            "server '{server}' answered with an error: {}",
+            error.message
+        )
+    }
+}
+
+fn hint(closest: &[String]) -> String {
+    if closest.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (did you mean {}?)",
+            closest
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}

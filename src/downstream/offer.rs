@@ -1,0 +1,105 @@
+//! What a server offers ([`Offer`]): its tools, prompts, resources and templates, each
+//! list followed page by page (at most [`MAX_TOOL_PAGES`]), and its instructions. Tools
+//! must list; a server whose prompts or resources fail to list still serves its tools.
+
+use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
+use rmcp::service::ServiceError;
+use rmcp::{Peer, RoleClient};
+
+/// Most pages of `tools/list` followed: a server that hands out cursors for ever is cut
+/// off here (at rmcp's usual page sizes, far more tools than any host can show).
+pub const MAX_TOOL_PAGES: usize = 100;
+
+/// Follows `nextCursor` for at most [`MAX_TOOL_PAGES`] pages of one list.
+async fn paged<T, F, Fut>(what: &str, mut page: F) -> Result<Vec<T>, String>
+where
+    F: FnMut(PaginatedRequestParams) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+{
+    let mut items = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let (more, next) = page(PaginatedRequestParams::default().with_cursor(cursor))
+            .await
+            .map_err(|e| format!("{what} failed: {e}"))?;
+        items.extend(more);
+        cursor = next;
+        if cursor.is_none() {
+            return Ok(items);
+        }
+    }
+    Err(format!(
+        "{what} still had more after {MAX_TOOL_PAGES} pages ({} items); gave up",
+        items.len()
+    ))
+}
+
+/// What a server offers, as last listed: its tools (after include/exclude), prompts,
+/// resources and resource templates, and its instructions.
+#[derive(Debug, Clone, Default)]
+pub struct Offer {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+    /// The server's `instructions`, as it gave them.
+    pub instructions: Option<String>,
+    /// Whether it takes `resources/subscribe`.
+    pub subscribe: bool,
+}
+
+/// A list that failed is left out, saying why.
+fn lenient<T>(server: &str, listed: Result<Vec<T>, String>) -> Vec<T> {
+    listed.unwrap_or_else(|error| {
+        tracing::warn!(server, %error, "left out");
+        Vec::new()
+    })
+}
+
+/// Lists everything `peer` offers. Tools must list; a server whose prompts or resources
+/// fail to list still serves its tools (the failure is logged).
+pub(super) async fn list_offer(peer: &Peer<RoleClient>, server: &str) -> Result<Offer, String> {
+    let tools = paged("tools/list", |p| async move {
+        peer.list_tools(Some(p))
+            .await
+            .map(|r| (r.tools, r.next_cursor))
+    })
+    .await?;
+    let info = peer.peer_info();
+    let capabilities = info
+        .as_ref()
+        .map(|i| i.capabilities.clone())
+        .unwrap_or_default();
+    let mut offer = Offer {
+        tools,
+        instructions: info.as_ref().and_then(|i| i.instructions.clone()),
+        ..Offer::default()
+    };
+    if capabilities.prompts.is_some() {
+        let listed = paged("prompts/list", |p| async move {
+            peer.list_prompts(Some(p))
+                .await
+                .map(|r| (r.prompts, r.next_cursor))
+        })
+        .await;
+        offer.prompts = lenient(server, listed);
+    }
+    if let Some(resources) = &capabilities.resources {
+        offer.subscribe = resources.subscribe == Some(true);
+        let listed = paged("resources/list", |p| async move {
+            peer.list_resources(Some(p))
+                .await
+                .map(|r| (r.resources, r.next_cursor))
+        })
+        .await;
+        offer.resources = lenient(server, listed);
+        let listed = paged("resources/templates/list", |p| async move {
+            peer.list_resource_templates(Some(p))
+                .await
+                .map(|r| (r.resource_templates, r.next_cursor))
+        })
+        .await;
+        offer.templates = lenient(server, listed);
+    }
+    Ok(offer)
+}
