@@ -7,21 +7,22 @@
 // Logging is deprecated by SEP-2577, but hosts still show relayed log messages.
 #![allow(deprecated)]
 
+mod answers;
 mod misread;
 pub mod passthrough;
 mod plans;
+mod runs;
 mod search;
 pub mod surface;
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, CustomRequest, CustomResult, DiscoverResult, GetPromptRequestParams,
-    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ResultType,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, DiscoverResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, Resource, ResourceTemplate, ResultType,
     ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
     SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
@@ -31,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::APPROVE_PLAN_TOOL;
 use crate::config::ProxySettings;
-use crate::downstream::{Caller, DownstreamError, Downstreams, HostLink, LineRoute, Session};
+use crate::downstream::{Caller, Downstreams, HostLink, LineRoute, Session};
 use crate::plan::EXECUTE_PLAN_TOOL;
 use crate::policy::{Confirm, Route};
 use crate::runner::PlanRunner;
@@ -39,12 +40,9 @@ use search::search_tools;
 use surface::Shape;
 use surface::{SEARCH_TOOLS_TOOL, search_tools_tool};
 
-/// Longest error text a tool result carries: room for every plan issue reported, a cap
-/// for anything quoted from outside.
-const MAX_ERROR_CHARS: usize = 16_000;
-
-/// Run records are resources under this prefix: `planmux://runs/{run_id}`.
-const RUNS_URI: &str = "planmux://runs/";
+pub(crate) use answers::host_answer;
+use answers::{cancellable, complete_read, routed_error, tool_error};
+use runs::RUNS_URI;
 
 /// The upstream MCP server.
 #[derive(Clone)]
@@ -231,66 +229,6 @@ const OWN_INSTRUCTIONS: &str = "planmux fronts several MCP servers: their tools 
     listed as <server>__<name>, their resources under their own URIs. To run several calls \
     that feed each other, send one execute_plan instead of one call per turn.";
 
-/// A resource's contents as the host gets them: `resultType: "complete"`, which a
-/// 2026-07-28 host requires (rmcp strips it for older hosts).
-fn complete_read(mut result: ReadResourceResult) -> ReadResourceResponse {
-    result.result_type = Some(ResultType::COMPLETE);
-    result.into()
-}
-
-/// Runs a routed request until it ends or the host cancels it (then the downstream is
-/// told, and the request ends with that).
-async fn cancellable<T>(
-    request: impl Future<Output = Result<T, DownstreamError>>,
-    cancel: &CancellationToken,
-    context: &RequestContext<RoleServer>,
-) -> Result<T, DownstreamError> {
-    tokio::pin!(request);
-    tokio::select! {
-        result = &mut request => result,
-        () = context.ct.cancelled() => {
-            cancel.cancel();
-            request.await
-        }
-    }
-}
-
-/// A routed request's failure as the host's error: a server's own error as it is, an
-/// unknown name as invalid params, an unknown resource as not found, anything else
-/// (timeouts, a dead server) as an internal error naming the server.
-fn routed_error(error: DownstreamError) -> ErrorData {
-    match error {
-        DownstreamError::Rpc { error, .. } => *error,
-        e @ DownstreamError::UnknownResource { .. } => {
-            ErrorData::resource_not_found(e.to_string(), None)
-        }
-        e @ (DownstreamError::UnknownPrompt { .. } | DownstreamError::UnknownTool { .. }) => {
-            ErrorData::invalid_params(e.to_string(), None)
-        }
-        e => ErrorData::internal_error(e.to_string(), None),
-    }
-}
-
-/// A failed downstream tool call as the host's answer, whichever route the call took: a
-/// server's own JSON-RPC error as it is, an unknown tool as invalid params (a protocol
-/// error: the host named nothing callable), anything a model should read and can act on
-/// (a timeout, a dead server, a cancelled call) as a tool result with `isError: true`.
-pub(crate) fn host_answer(error: DownstreamError) -> Result<CallToolResult, ErrorData> {
-    match error {
-        DownstreamError::Rpc { error, .. } => Err(*error),
-        e @ DownstreamError::UnknownTool { .. } => {
-            Err(ErrorData::invalid_params(e.to_string(), None))
-        }
-        e => Ok(tool_error(e.to_string())),
-    }
-}
-
-/// A failure a model should read, as a tool result with `isError: true`.
-fn tool_error(message: String) -> CallToolResult {
-    let message = crate::text::clip(&message, MAX_ERROR_CHARS).into_owned();
-    CallToolResult::error(vec![ContentBlock::text(message)])
-}
-
 impl ServerHandler for Upstream {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
@@ -459,31 +397,7 @@ impl ServerHandler for Upstream {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let resources = self
-            .runner
-            .runs
-            .list(self.viewer(&context))
-            .iter()
-            .map(|run| {
-                let goal = run
-                    .goal
-                    .as_deref()
-                    .map(|g| format!(": {g}"))
-                    .unwrap_or_default();
-                let mut resource = Resource::new(
-                    format!("{RUNS_URI}{}", run.run_id),
-                    format!("run {}", run.run_id),
-                )
-                .with_description(format!(
-                    "{} plan, {}, {} ms{goal}",
-                    run.status.as_str(),
-                    crate::text::count(run.steps.len(), "step"),
-                    run.duration_ms.round(),
-                ));
-                resource.mime_type = Some("application/json".into());
-                resource
-            })
-            .collect::<Vec<_>>();
+        let resources = self.run_resources(&context);
         self.settle(&context).await;
         let catalog = self.downstreams.catalog();
         let mut all: Vec<Resource> = catalog.resources().resources().cloned().collect();
@@ -496,18 +410,10 @@ impl ServerHandler for Upstream {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let mut template = ResourceTemplate::new(
-            format!("{RUNS_URI}{{run_id}}"),
-            "plan run record",
-        )
-        .with_description(
-            "The full record of a recent execute_plan run: resolved arguments, outputs, timings.",
-        );
-        template.mime_type = Some("application/json".into());
         self.settle(&context).await;
         let catalog = self.downstreams.catalog();
         let mut all: Vec<ResourceTemplate> = catalog.resources().templates().cloned().collect();
-        all.push(template);
+        all.push(runs::template());
         Ok(ListResourceTemplatesResult::with_all_items(all))
     }
 
@@ -522,23 +428,7 @@ impl ServerHandler for Upstream {
             let result = cancellable(read, &cancel, &context).await;
             return result.map(complete_read).map_err(routed_error);
         };
-        let record = self
-            .runner
-            .runs
-            .get(id, Some(self.session.id()))
-            .ok_or_else(|| {
-                ErrorData::resource_not_found(
-                    format!(
-                        "no run record at '{}' (only the last runs are kept)",
-                        request.uri
-                    ),
-                    None,
-                )
-            })?;
-        let text = serde_json::to_string_pretty(&*record)
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let contents = ResourceContents::text(text, request.uri).with_mime_type("application/json");
-        Ok(complete_read(ReadResourceResult::new(vec![contents])))
+        self.read_run(id, &request.uri)
     }
 
     async fn list_prompts(
