@@ -78,12 +78,9 @@ impl Drop for SessionEnd {
         if uris.is_empty() || self.shutdown.is_cancelled() {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let (host, downstreams) = (self.host.clone(), self.downstreams.clone());
         let cancel = self.shutdown.child_token();
-        runtime.spawn(async move {
+        self.downstreams.track(async move {
             for uri in uris {
                 let params = UnsubscribeRequestParams::new(uri.clone());
                 let unsubscribe = downstreams.unsubscribe(params, &cancel);

@@ -1,3 +1,5 @@
+//! servers.toml parsed and validated: what each key accepts, and the errors it names.
+
 use super::*;
 
 fn env(name: &str) -> Option<String> {

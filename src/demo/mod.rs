@@ -257,11 +257,14 @@ async fn accept<S: ServerHandler + Send + 'static>(
         .with_allowed_origins(["http://localhost:*", "http://127.0.0.1:*"])
         .enforce_origin_validation();
     let mcp = StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);
+    // Each connection on a task the loop owns: they end with it.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let (stream, _) = listener.accept().await?;
+        while connections.try_join_next().is_some() {}
         let _ = stream.set_nodelay(true);
         let mcp = mcp.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let mcp = mcp.clone();
                 async move { Ok::<_, std::convert::Infallible>(mcp.handle(request).await) }

@@ -459,6 +459,15 @@ impl Downstreams {
         })
     }
 
+    /// Runs `work` in the background, owned with the servers' own background work:
+    /// shutdown waits for it (bounded). Nothing runs once shutdown has begun, or outside
+    /// a runtime.
+    pub(crate) fn track(&self, work: impl Future<Output = ()> + Send + 'static) {
+        if !self.shutdown.is_cancelled() && tokio::runtime::Handle::try_current().is_ok() {
+            self.tracker.spawn(work);
+        }
+    }
+
     /// Closes every server concurrently and waits (bounded) until their processes are gone.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();

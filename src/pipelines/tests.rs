@@ -1,3 +1,5 @@
+//! Pipelines: which can run against a catalog, and why the others cannot.
+
 use serde_json::json;
 
 use super::*;

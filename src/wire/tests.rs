@@ -1,3 +1,5 @@
+//! The line transport: limits, refusals answered by id, diverted messages, ordered writes.
+
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
