@@ -6,7 +6,7 @@
 //!
 //! The two raw routes must give the host the same bytes, case by case: results with
 //! fields no SDK models and numbers as written, JSON-RPC errors, `isError` results,
-//! progress before the answer, the host's cancellation (no answer, the host's reason
+//! progress and log messages before the answer, the host's cancellation (no answer, the host's reason
 //! reaching the server), a time limit, a server that dies mid-call, an answer over
 //! 16 MiB. rmcp's route must give the same kind of answer to every call (same ids, same
 //! results or errors); its bytes differ where rmcp decodes and encodes again, which is
@@ -104,8 +104,8 @@ impl Host {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
     }
 
-    /// The lines up to the answer to request `id`: progress and the answer itself (other
-    /// notifications, such as a list change after a restart, left out). An answer to
+    /// The lines up to the answer to request `id`: progress, log messages and the answer
+    /// itself (other notifications, such as a list change after a restart, left out). An answer to
     /// any other request is an error: nothing else is outstanding.
     fn answer(&mut self, id: u64) -> anyhow::Result<Vec<Vec<u8>>> {
         self.until(|message| message["id"] == id)
@@ -123,7 +123,8 @@ impl Host {
             let line = self.lines.recv_timeout(PATIENCE)?;
             let message: Value = serde_json::from_slice(&line)?;
             let done = last(&message);
-            if done || message["method"] == "notifications/progress" {
+            let relayed = ["notifications/progress", "notifications/message"];
+            if done || relayed.iter().any(|method| message["method"] == *method) {
                 kept.push(line);
             } else if message.get("method").is_none() {
                 anyhow::bail!("an answer nobody waits for: {message}");
@@ -151,6 +152,8 @@ fn transcript(route: &str) -> anyhow::Result<Vec<Case>> {
     let mut cases = Vec::new();
     host.call(10, "result", json!({}), true)?;
     cases.push(("result with progress", host.answer(10)?));
+    host.call(20, "log", json!({}), false)?;
+    cases.push(("a log message before the answer", host.answer(20)?));
     host.call(11, "rpc_error", json!({}), false)?;
     cases.push(("a JSON-RPC error", host.answer(11)?));
     host.call(12, "is_error", json!({}), false)?;
@@ -211,7 +214,14 @@ fn every_route_answers_alike() -> R {
         );
     }
     for ((case, a), (_, c)) in in_place.iter().zip(&rmcp) {
-        let shapes = |lines: &[Vec<u8>]| lines.iter().map(|l| shape(l)).collect::<Vec<_>>();
+        // rmcp relays a log message on a task of its own: it may come after the answer.
+        let shapes = |lines: &[Vec<u8>]| {
+            lines
+                .iter()
+                .map(|l| shape(l))
+                .filter(|shape| shape["method"] != "notifications/message")
+                .collect::<Vec<_>>()
+        };
         assert_eq!(shapes(a), shapes(c), "{case}: in place vs rmcp");
     }
     // What the raw routes keep that rmcp's does not, as the host reads it.
@@ -222,19 +232,24 @@ fn every_route_answers_alike() -> R {
         "{result}"
     );
     let text = std::str::from_utf8(&in_place[0].1[2])?;
+    let logged: Value = serde_json::from_slice(&in_place[1].1[0])?;
+    assert_eq!(
+        logged["params"]["logger"], "s/scripted",
+        "in wire order: {logged}"
+    );
     assert!(
         text.contains(r#""float": 1.0"#),
         "numbers as written: {text}"
     );
-    let big: Value = serde_json::from_slice(&in_place[6].1[0])?;
+    let big: Value = serde_json::from_slice(&in_place[7].1[0])?;
     let length = big["result"]["content"][0]["text"].as_str().map(str::len);
     assert_eq!(length, Some(BIG));
-    let timed_out: Value = serde_json::from_slice(&in_place[4].1[0])?;
+    let timed_out: Value = serde_json::from_slice(&in_place[5].1[0])?;
     assert_eq!(timed_out["result"]["isError"], true, "{timed_out}");
-    let died: Value = serde_json::from_slice(&in_place[7].1[0])?;
+    let died: Value = serde_json::from_slice(&in_place[8].1[0])?;
     let died = died["result"]["content"][0]["text"].to_string();
     assert!(died.contains("exited"), "{died}");
-    let reasons: Value = serde_json::from_slice(&in_place[5].1[0])?;
+    let reasons: Value = serde_json::from_slice(&in_place[6].1[0])?;
     assert_eq!(
         reasons["result"]["structuredContent"]["reasons"],
         json!(["the user pressed stop", "timed out in planmux"]),

@@ -99,6 +99,10 @@ pub trait RouteSink: Send + Sync {
     fn progress(&self, key: &str, id: &str, line: Vec<u8>, token: Range<usize>) -> Option<Forward>;
     /// The call ended without an answer.
     fn failed(&self, key: &str, id: &str, error: DownstreamError) -> Option<Forward>;
+    /// Server `server` sent a log message (`line`) while the host's calls were in flight:
+    /// relayed here, in wire order, it cannot be overtaken by their answers. `Left` leaves
+    /// it to rmcp's relay.
+    fn log(&self, server: &str, line: &mut Vec<u8>) -> Diverted;
 }
 
 /// Who hears how a call ended.
@@ -172,6 +176,8 @@ pub(crate) struct CallTable {
     next: AtomicU64,
     /// Finds [`PREFIX`] in a message, built once (every message of the server is scanned).
     prefix: memchr::memmem::Finder<'static>,
+    /// Finds a log message's method.
+    log: memchr::memmem::Finder<'static>,
     /// Where the sweeper and bounded notices run (the downstreams' tracker).
     tracker: TaskTracker,
     /// Cancelled when the connection ended: nothing waits on it after that.
@@ -216,6 +222,7 @@ impl CallTable {
             waiting: Mutex::default(),
             next: AtomicU64::new(1),
             prefix: memchr::memmem::Finder::new(PREFIX.as_bytes()),
+            log: memchr::memmem::Finder::new(b"notifications/message"),
             tracker: tracker.clone(),
             ended: CancellationToken::new(),
         })
@@ -283,7 +290,9 @@ impl CallTable {
             // its id at one end (the TypeScript SDK writes it after the result): the end is
             // looked at first, so the scan does not cross the result.
             let end = line.len().saturating_sub(ID_AT_END);
-            if table.prefix.find(&line[end..]).is_none() && table.prefix.find(line).is_none() {
+            let ours =
+                table.prefix.find(&line[end..]).is_some() || table.prefix.find(line).is_some();
+            if !ours && !(table.log.find(line).is_some() && table.host_sink().is_some()) {
                 return Diverted::Left;
             }
             table.take(line)
@@ -302,6 +311,12 @@ impl CallTable {
             from..from + raw.get().len()
         };
         if let Some(method) = &envelope.method {
+            if method == "notifications/message" {
+                return match self.host_sink() {
+                    Some(to) => to.log(&self.server, line),
+                    None => Diverted::Left,
+                };
+            }
             let token = envelope.params.as_ref().and_then(|p| p.token);
             let Some(token) = token.filter(|_| method == "notifications/progress") else {
                 return Diverted::Left;
@@ -336,6 +351,17 @@ impl CallTable {
             line: std::mem::take(line),
         };
         waiter.sink.answered(&id, &self.server, reply)
+    }
+
+    /// Where the host's calls in flight here are answered, if any is.
+    fn host_sink(&self) -> Option<Arc<dyn RouteSink>> {
+        self.waiting()
+            .calls
+            .values()
+            .find_map(|waiter| match &waiter.sink {
+                Sink::Host { to, .. } => Some(to.clone()),
+                Sink::Await(_) => None,
+            })
     }
 
     /// Takes the written calls `which` picks out of the table.

@@ -229,6 +229,12 @@ impl HostLink {
         self.ready().filter(|_| self.log_level.wants(level))
     }
 
+    /// Whether the one host, its handshake ended, wants a log message at `level`; `None`
+    /// when there is no such host to ask.
+    pub fn wants_log(&self, level: LoggingLevel) -> Option<bool> {
+        self.ready().map(|_| self.log_level.wants(level))
+    }
+
     /// The host finished its handshake: notifications may go to it.
     pub fn set_initialized(&self) {
         if let Some(one) = self.one() {

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use memchr::memmem::Finder;
-use rmcp::model::ErrorData;
+use rmcp::model::{ErrorData, LoggingLevel};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -475,5 +475,35 @@ impl RouteSink for Passthrough {
             return None;
         }
         Some(self.reply(key, Answer::from(host_answer(error))))
+    }
+
+    /// As rmcp's relay does it (at the host's level, the logger named after the server),
+    /// but in wire order with the answers.
+    fn log(&self, server: &str, line: &mut Vec<u8>) -> Diverted {
+        let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
+            return Diverted::Left;
+        };
+        let params = &mut message["params"];
+        let Ok(level) = serde_json::from_value::<LoggingLevel>(params["level"].clone()) else {
+            return Diverted::Left;
+        };
+        match self.upstream.host.wants_log(level) {
+            None => return Diverted::Left,
+            Some(false) => return Diverted::Taken,
+            Some(true) => {}
+        }
+        let logger = match params["logger"].as_str() {
+            Some(name) => format!("{server}/{name}"),
+            None => server.to_owned(),
+        };
+        params["logger"] = Value::String(logger);
+        match serde_json::to_vec(&message) {
+            Ok(bytes) => Diverted::Forward(Forward {
+                to: self.writer.clone(),
+                bytes,
+                from: 0,
+            }),
+            Err(_) => Diverted::Left,
+        }
     }
 }
