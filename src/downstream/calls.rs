@@ -292,7 +292,8 @@ impl CallTable {
             let end = line.len().saturating_sub(ID_AT_END);
             let ours =
                 table.prefix.find(&line[end..]).is_some() || table.prefix.find(line).is_some();
-            if !ours && !(table.log.find(line).is_some() && table.host_sink().is_some()) {
+            let host_log = || table.log.find(line).is_some() && table.host_sink().is_some();
+            if !ours && !host_log() {
                 return Diverted::Left;
             }
             table.take(line)
