@@ -33,9 +33,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
-use super::server::SETTLE;
 use crate::wire::{Divert, Diverted, Forward, RawSender};
 
+/// How long a failed call waits for the connection's watcher to record why it ended, and
+/// a cancellation notice for a server's queue to take it.
+pub(super) const SETTLE: Duration = Duration::from_secs(1);
 /// What every raw id starts with.
 const PREFIX: &str = "planmux-raw-";
 /// How far from a message's end its id is looked for first.

@@ -18,7 +18,7 @@ use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::Notify;
 
-use super::relay::Changed;
+use super::changes::Changed;
 use super::sessions::{Caller, Calling, Calls, LogLevel, Session};
 
 /// How long a downstream's request (roots, sampling, elicitation) waits for a host that

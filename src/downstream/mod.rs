@@ -2,6 +2,7 @@
 //! the right one, refreshing on list changes and reconnects, and shutting them all down.
 
 mod calls;
+mod changes;
 mod checkpoint;
 mod error;
 pub mod fields;
@@ -24,19 +25,20 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use calls::{LineCall, RawReply, RouteSink, Sink};
+pub use changes::Changed;
 pub use error::DownstreamError;
 pub use fields::restore as restore_tool_fields;
 pub use host_link::HostLink;
 pub use refresh::Reloaded;
-pub use relay::{Caller, Changed, LogLevel, Session};
+pub use relay::{Caller, LogLevel, Session};
 pub use route::{LineRoute, NotSent};
 pub use server::{Offer, Server, State};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::policy::{Authorized, Denied, Policy, Route};
+use changes::Changes;
 use checkpoint::Checkpoint;
-use relay::Changes;
 
 /// A status line for `planmux check`.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use std::sync::{Arc, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
-use super::relay::Changes;
+use super::changes::Changes;
 use super::{Changed, Downstreams, Offer, Server};
 use crate::catalog::{Catalog, Resources, ServerResources, ServerTools};
 use crate::config::Config;

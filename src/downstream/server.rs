@@ -14,12 +14,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
-use super::calls::CallTable;
+use super::calls::{CallTable, SETTLE};
+use super::changes::{Changed, Changes};
 use super::fields::ToolFields;
 use super::host_link::HostLink;
 pub use super::offer::Offer;
 use super::offer::list_offer;
-use super::relay::{Caller, Changed, Changes, Relay};
+use super::relay::{Caller, Relay};
 use super::tap::{Forwarding, ProgressRoutes};
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
@@ -31,8 +32,6 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long a finished call waits for its progress notifications to reach the host.
 const FLUSH_LIMIT: Duration = Duration::from_secs(1);
-/// How long a failed call waits for the connection's watcher to record why it ended.
-pub(super) const SETTLE: Duration = Duration::from_secs(1);
 
 /// Where a downstream is in its life.
 #[derive(Clone)]
