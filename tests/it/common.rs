@@ -1,6 +1,5 @@
 //! Shared harness for the end-to-end and interop tests: the real `planmux` binary as a
 //! child process, driven by rmcp's client, with real downstream processes.
-#![allow(dead_code)] // each test file uses a different part of the harness
 #![allow(deprecated)] // sampling, roots and logging are deprecated by SEP-2577
 
 use std::path::{Path, PathBuf};

@@ -1,9 +1,9 @@
 //! Safety, end to end: what each server may see of planmux's environment, and what may
 //! be printed about them.
 
-mod common;
-
 use std::process::Command;
+
+use crate::common;
 
 type R = anyhow::Result<()>;
 

@@ -1,17 +1,18 @@
 //! End to end: the built binary as a child process, driven by rmcp's client, with the
 //! downstream servers as real child processes (`planmux demo chaos`).
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{alive, call, demo_server, descendants, direct, eventually, json, start, text};
 use rmcp::model::{
     CallToolRequest, ClientRequest, NumberOrString, ProgressToken, RequestMetaObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
+
+use crate::common::{
+    self, alive, call, demo_server, descendants, direct, eventually, json, start, text,
+};
 
 type R = anyhow::Result<()>;
 

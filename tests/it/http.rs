@@ -2,12 +2,9 @@
 //! sessions that do not cross, tokens, origins, health, and shutdown with a call in
 //! flight.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Elicit, Recorder, call, text};
 use planmux::config::Config;
 use planmux::http::{HttpError, HttpOptions, serve_http};
 use rmcp::ServiceExt;
@@ -15,6 +12,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::{Elicit, Recorder, call, text};
 
 type R = anyhow::Result<()>;
 
