@@ -381,6 +381,8 @@ fn measure(
 /// for 1 session, then for 10, …), prints the table and writes http.json. The quick mode
 /// (`cargo test`, `-- --quick`) runs every row with fewer calls, the peers' included.
 fn main() -> anyhow::Result<()> {
+    // rmcp's reqwest client needs a TLS provider, as the binary's (src/main.rs).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
     let total = if quick { 200 } else { 3_000 };

@@ -387,6 +387,8 @@ fn main() -> anyhow::Result<()> {
     if std::env::var_os(arms::COPIER).is_some() {
         return arms::copy_both_ways();
     }
+    // rmcp's reqwest client needs a TLS provider, as the binary's (src/main.rs).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tokio::runtime::Runtime::new()?.block_on(run())
 }
 

@@ -84,6 +84,9 @@ impl Front {
         if let Some(token) = token {
             config = config.auth_header(token);
         }
+        // rmcp's reqwest client needs a TLS provider even for http:// (src/main.rs installs
+        // the same one in the binary).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let transport = StreamableHttpClientTransport::from_config(config);
         Ok(handler.serve(transport).await?)
     }
