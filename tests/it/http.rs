@@ -13,7 +13,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{Elicit, Recorder, call, text};
+use crate::common::{Elicit, Recorder, call, eventually, text};
 
 type R = anyhow::Result<()>;
 
@@ -380,7 +380,6 @@ async fn progress_reaches_only_the_session_that_asked() -> R {
     let (done_a, done_b) = tokio::join!(ha.await_response(), hb.await_response());
     done_a?;
     done_b?;
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let tokens = |r: &Recorder| -> Vec<ProgressToken> {
         r.seen
             .lock()
@@ -392,6 +391,9 @@ async fn progress_reaches_only_the_session_that_asked() -> R {
             })
             .unwrap_or_default()
     };
+    // All six notifications (three a call) arrived, wherever they went.
+    let arrived = || tokens(&first).len() + tokens(&second).len() >= 6;
+    eventually(Duration::from_secs(5), arrived).await;
     let (pa, pb) = (tokens(&first), tokens(&second));
     assert!(pa.len() >= 3 && pa.iter().all(|t| *t == ta), "a: {pa:?}");
     assert!(pb.len() >= 3 && pb.iter().all(|t| *t == tb), "b: {pb:?}");
