@@ -14,8 +14,8 @@
 //! Each in-process server runs on its own OS thread and runtime, each peer in its own
 //! process; the clients run on another thread. Prints calls per second and the median and
 //! 90th percentile latency per call, and writes target/bench/http.json (a peer's output
-//! goes to target/bench/http-<peer>.log). `cargo bench --bench http` runs it in full; under
-//! `cargo test` (and with `-- --quick`) it runs fewer calls.
+//! goes to target/bench/http-<peer>.log). `cargo bench --features bench --bench http` runs
+//! it in full; under `cargo test` (and with `-- --quick`) it runs fewer calls.
 #![allow(clippy::print_stdout)]
 
 #[path = "common/peers.rs"]
