@@ -10,9 +10,9 @@
 //! over what the host re-sends each round-trip: a realistic conversation prefix, the real
 //! tool definitions, and the real tool calls and results of the growing history.
 //!
-//! `cargo bench --bench economics` prints the table, writes target/bench/economics.json and
-//! the chart docs/bench/economics.svg. Under `cargo test` it runs every scenario and arm
-//! the same way but skips the chart.
+//! `cargo bench --features bench --bench economics` prints the table, writes
+//! target/bench/economics.json and the chart docs/bench/economics.svg. Under `cargo test`
+//! it runs every scenario and arm the same way but skips the chart.
 #![allow(clippy::print_stdout)]
 
 #[path = "economics/chart.rs"]

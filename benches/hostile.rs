@@ -3,10 +3,11 @@
 //! took (up to a cap), planmux's peak RSS (`VmHWM`) and what came back, plus a
 //! large-output row: 20 MB through planmux against the same server directly.
 //!
-//! `cargo bench --bench hostile` measures this build. With `PLANMUX_BEFORE=/path/to/an/
-//! older/planmux` the same cases run against that binary too, in the same run (the
-//! downstream demos always come from this build: older ones lack `hostile`). `-- --quick`
-//! (and `cargo test`) runs a few small cases against this build only.
+//! `cargo bench --features bench --bench hostile` measures this build. With
+//! `PLANMUX_BEFORE=/path/to/an/older/planmux` the same cases run against that binary too,
+//! in the same run (the downstream demos always come from this build: older ones lack
+//! `hostile`). `-- --quick` (and `cargo test`) runs a few small cases against this build
+//! only.
 #![allow(clippy::print_stdout)]
 
 use std::io::{BufRead, BufReader, Write};

@@ -14,8 +14,8 @@
 //! Each in-process server runs on its own OS thread and runtime, each peer in its own
 //! process; the clients run on another thread. Prints calls per second and the median and
 //! 90th percentile latency per call, and writes target/bench/http.json (a peer's output
-//! goes to target/bench/http-<peer>.log). `cargo bench --bench http` runs it in full; under
-//! `cargo test` (and with `-- --quick`) it runs fewer calls.
+//! goes to target/bench/http-<peer>.log). `cargo bench --features bench --bench http` runs
+//! it in full; under `cargo test` (and with `-- --quick`) it runs fewer calls.
 #![allow(clippy::print_stdout)]
 
 #[path = "common/peers.rs"]
@@ -381,6 +381,8 @@ fn measure(
 /// for 1 session, then for 10, …), prints the table and writes http.json. The quick mode
 /// (`cargo test`, `-- --quick`) runs every row with fewer calls, the peers' included.
 fn main() -> anyhow::Result<()> {
+    // rmcp's reqwest client needs a TLS provider, as the binary's (src/main.rs).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
     let total = if quick { 200 } else { 3_000 };

@@ -22,9 +22,9 @@
 //! prints one line saying why it is skipped; one that fails a call leaves the later tables.
 //! Each process's stderr goes to target/bench/passthrough-<server>-<arm>.log.
 //!
-//! `cargo bench --bench passthrough` runs it in full (about a minute here); `-- --quick`
-//! and `cargo test` run one short round, to check it still works; `-- --latency` runs
-//! only the server-everything latency table (under a minute).
+//! `cargo bench --features bench --bench passthrough` runs it in full (about a minute
+//! here); `-- --quick` and `cargo test` run one short round, to check it still works;
+//! `-- --latency` runs only the server-everything latency table (under a minute).
 #![allow(clippy::print_stdout)]
 
 #[path = "passthrough/arms.rs"]
@@ -387,6 +387,8 @@ fn main() -> anyhow::Result<()> {
     if std::env::var_os(arms::COPIER).is_some() {
         return arms::copy_both_ways();
     }
+    // rmcp's reqwest client needs a TLS provider, as the binary's (src/main.rs).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tokio::runtime::Runtime::new()?.block_on(run())
 }
 

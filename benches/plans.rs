@@ -8,8 +8,8 @@
 //! 3. start-up of five servers versus the slowest alone, and planmux's memory idle and
 //!    after 10,000 calls.
 //!
-//! `cargo bench --bench plans`; under `cargo test` it runs a quick version (short sleeps,
-//! small plans) only to check that it still works.
+//! `cargo bench --features bench --bench plans`; under `cargo test` it runs a quick version
+//! (short sleeps, small plans) only to check that it still works.
 #![allow(clippy::print_stdout)]
 
 use std::collections::HashMap;

@@ -6,13 +6,13 @@
 //! 2. `search_tools`' ranking over the labelled queries of benches/search/queries.json
 //!    (written before the ranker was tuned): recall@1 and recall@5.
 //!
-//! The recorded `tools/list` answers go through `Catalog::build`, the code that builds
-//! the catalog from live servers' answers, in-process. Tokens are counted with tiktoken's
+//! The recorded `tools/list` answers go through `Catalog::build`, the code that builds the
+//! catalog from live servers' answers, in-process. Tokens are counted with tiktoken's
 //! o200k_base over each definition as a host sends it to the model (name, description,
-//! input schema). `cargo bench --bench surface` prints the tables and writes
-//! target/bench/surface.json; `-- --misses` also prints every query whose tools are not
-//! in the top five (of the tuning queries only, not the held-out third). Under `cargo
-//! test` it runs the same way.
+//! input schema). `cargo bench --features bench --bench surface` prints the tables and
+//! writes target/bench/surface.json; `-- --misses` also prints every query whose tools are
+//! not in the top five (of the tuning queries only, not the held-out third). Under
+//! `cargo test` it runs the same way.
 #![allow(clippy::print_stdout)]
 
 use std::path::Path;

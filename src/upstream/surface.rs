@@ -626,6 +626,7 @@ mod tests {
         serde_json::from_str(&rest[..end]).unwrap_or(Value::Null)
     }
 
+    #[cfg(feature = "bench")] // tiktoken-rs comes with the benches (Cargo.toml)
     #[test]
     fn the_description_names_only_tools_of_the_catalog_and_stays_small() {
         let bpe = tiktoken_rs::o200k_base().expect("the tokenizer's data is built in");

@@ -4,9 +4,11 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+#[cfg(feature = "bench")]
+use super::super::execute_plan_input_schema;
 use super::super::{
-    DependencyKind, OnError, RefSource, StepId, Strategy, ToolMatch, ToolOutcome, dot,
-    execute_plan_input_schema, mermaid, output_value, resolve_tool, schedule, tool_outcome,
+    DependencyKind, OnError, RefSource, StepId, Strategy, ToolMatch, ToolOutcome, dot, mermaid,
+    output_value, resolve_tool, schedule, tool_outcome,
 };
 use super::{demo_catalog, invalid, seed_catalog, snapshot_settings, valid};
 
@@ -417,6 +419,7 @@ fn competitive_schedule_is_flat() {
     assert_eq!(schedule(&plan).levels().len(), 1);
 }
 
+#[cfg(feature = "bench")] // tiktoken-rs comes with the benches (Cargo.toml)
 #[test]
 fn input_schema() {
     // Sent with every request a model gets: count it with a real tokenizer. The

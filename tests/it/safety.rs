@@ -1,9 +1,9 @@
 //! Safety, end to end: what each server may see of planmux's environment, and what may
 //! be printed about them.
 
-mod common;
-
 use std::process::Command;
+
+use crate::common;
 
 type R = anyhow::Result<()>;
 
@@ -296,7 +296,10 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
 
     let mut cmd = tokio::process::Command::new(common::bin());
     cmd.arg("serve").arg("--config").arg(&config);
-    let (transport, _) = TokioChildProcess::builder(cmd).spawn()?;
+    let log = dir.path().join(common::LOG);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()?;
     let recorder = Recorder::default();
     let client = recorder.clone().serve(transport).await?;
     let listed: Vec<String> = client
@@ -347,7 +350,8 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
     // A lock that vanishes while planmux runs does not turn pinning off.
     let kept = dir.path().join("servers.lock.kept");
     std::fs::rename(&lock_path, &kept)?;
-    tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+    let looked = common::logged(&log, "servers.lock is gone").await;
+    assert!(looked, "planmux never looked at the missing lock");
     let listed = client.list_all_tools().await?;
     assert!(
         !listed.iter().any(|t| t.name == "chaos__echo"),

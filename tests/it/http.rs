@@ -2,12 +2,9 @@
 //! sessions that do not cross, tokens, origins, health, and shutdown with a call in
 //! flight.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Elicit, Recorder, call, text};
 use planmux::config::Config;
 use planmux::http::{HttpError, HttpOptions, serve_http};
 use rmcp::ServiceExt;
@@ -15,6 +12,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::{Elicit, Recorder, call, eventually, text};
 
 type R = anyhow::Result<()>;
 
@@ -85,6 +84,9 @@ impl Front {
         if let Some(token) = token {
             config = config.auth_header(token);
         }
+        // rmcp's reqwest client needs a TLS provider even for http:// (src/main.rs installs
+        // the same one in the binary).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let transport = StreamableHttpClientTransport::from_config(config);
         Ok(handler.serve(transport).await?)
     }
@@ -378,7 +380,6 @@ async fn progress_reaches_only_the_session_that_asked() -> R {
     let (done_a, done_b) = tokio::join!(ha.await_response(), hb.await_response());
     done_a?;
     done_b?;
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let tokens = |r: &Recorder| -> Vec<ProgressToken> {
         r.seen
             .lock()
@@ -390,6 +391,9 @@ async fn progress_reaches_only_the_session_that_asked() -> R {
             })
             .unwrap_or_default()
     };
+    // All six notifications (three a call) arrived, wherever they went.
+    let arrived = || tokens(&first).len() + tokens(&second).len() >= 6;
+    eventually(Duration::from_secs(5), arrived).await;
     let (pa, pb) = (tokens(&first), tokens(&second));
     assert!(pa.len() >= 3 && pa.iter().all(|t| *t == ta), "a: {pa:?}");
     assert!(pb.len() >= 3 && pb.iter().all(|t| *t == tb), "b: {pb:?}");

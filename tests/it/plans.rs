@@ -1,18 +1,17 @@
 //! execute_plan end to end: the binary as a child, driven by rmcp's client, with the
 //! downstreams as real child processes.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::{call, demo_server, start, text};
 use rmcp::model::{
     CallToolRequest, ClientRequest, NumberOrString, ProgressToken, ReadResourceRequestParams,
     RequestMetaObject, ResourceContents, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
+
+use crate::common::{self, call, demo_server, start, text};
 
 type R = anyhow::Result<()>;
 

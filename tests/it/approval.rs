@@ -3,12 +3,11 @@
 //! when the host can show it, otherwise through `needs_approval` and `approve_plan`; and
 //! nothing runs when the answer is no, late, or for another plan.
 
-mod common;
-
 use std::path::Path;
 
-use common::{Elicit, Recorder, call, json, start_with, text};
 use serde_json::{Value, json};
+
+use crate::common::{Elicit, Recorder, call, json, start_with, text};
 
 type R = anyhow::Result<()>;
 

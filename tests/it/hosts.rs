@@ -4,8 +4,6 @@
 //! command, args and env, with a GUI app's minimal PATH), listing the servers' tools
 //! through planmux; then `planmux uninstall` gives the original file back, byte for byte.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -13,6 +11,8 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
+
+use crate::common;
 
 /// (host, fixture, where the host keeps it under HOME, or `None` for a project file
 /// passed with --file).

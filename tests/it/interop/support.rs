@@ -1,4 +1,4 @@
-//! Harness for the interop tests (tests/interop.rs): where the real servers are installed,
+//! Harness for the interop tests (tests/it/interop.rs): where the real servers are installed,
 //! a direct client that offers the same capabilities planmux offers its downstreams, the
 //! streamable-HTTP server-everything, and small helpers.
 //!

@@ -12,19 +12,18 @@
 //! Prerequisites are installed by `scripts/test` (npm ci --prefix tests/interop, and a
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
 
-mod common;
-#[path = "interop/support.rs"]
 mod support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{call, eventually, json, start, text};
 use rmcp::model::{
     CallToolRequest, ClientRequest, NumberOrString, ProgressToken, RequestMetaObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
+
+use crate::common::{self, call, eventually, json, start, text};
 use support::{
     EVERYTHING, FILESYSTEM, HttpEverything, MEMORY, Timer, direct_mirror, entry, node,
     stdio_server, toml_str, without_name,

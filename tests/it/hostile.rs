@@ -2,13 +2,12 @@
 //! server should never give, listings that never end, and planmux being SIGKILLed. Each
 //! case once froze, hung or silently dropped something.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::{alive, call, descendants, eventually, start};
 use serde_json::{Value, json};
+
+use crate::common::{self, alive, call, descendants, eventually, start};
 
 type R = anyhow::Result<()>;
 
@@ -288,7 +287,7 @@ async fn no_child_outlives_a_sigkilled_planmux() -> R {
 
 /// Random mutations of the example plans, sent to one planmux serving in-process: every
 /// plan gets an answer (a result or an error) within its bound, and planmux still serves
-/// afterwards. `PROPTEST_CASES=5000 cargo test --test hostile mutated` runs more by hand.
+/// afterwards. `PROPTEST_CASES=5000 cargo test --test it hostile::mutated` runs more by hand.
 #[test]
 fn mutated_plans_always_get_an_answer_and_planmux_keeps_serving() -> R {
     use proptest::prelude::*;

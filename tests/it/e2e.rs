@@ -1,17 +1,18 @@
 //! End to end: the built binary as a child process, driven by rmcp's client, with the
 //! downstream servers as real child processes (`planmux demo chaos`).
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{alive, call, demo_server, descendants, direct, eventually, json, start, text};
 use rmcp::model::{
     CallToolRequest, ClientRequest, NumberOrString, ProgressToken, RequestMetaObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
+
+use crate::common::{
+    self, alive, call, demo_server, descendants, direct, eventually, json, start, text,
+};
 
 type R = anyhow::Result<()>;
 
@@ -220,6 +221,7 @@ fn a_cancelled_calls_id_is_free_again_and_its_late_answer_never_comes() -> R {
     raw.list_tools()?;
     let echo = |id| common::call_line(id, "chaos__echo", json!({ "n": id }));
     raw.send(&common::call_line(20, "chaos__sleep", json!({"ms": 300})))?;
+    let sent = std::time::Instant::now();
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":20}}"#)?;
     let again = raw.answer(&echo(20))?;
     assert_eq!(
@@ -227,8 +229,19 @@ fn a_cancelled_calls_id_is_free_again_and_its_late_answer_never_comes() -> R {
         json!({"n": 20}),
         "{again}"
     );
-    // Past the sleep's end: the next answer is the next call's.
-    std::thread::sleep(Duration::from_millis(600));
+    // The server is done with the call once it counted the cancellation (or, were that
+    // late, once the sleep's 300 ms are over). Whatever it answered came before the
+    // count's answer: had planmux let it through, it would be read here first.
+    for id in 30.. {
+        let count = raw.answer(&common::call_line(id, "chaos__count", json!({})))?;
+        assert_eq!(count["id"], id, "{count}");
+        let counted = count["result"]["structuredContent"]["cancelled"] == 1;
+        if counted || sent.elapsed() > Duration::from_millis(600) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The next answer is the next call's.
     let next = raw.answer(&echo(21))?;
     assert_eq!(next["id"], 21, "{next}");
     Ok(())
@@ -905,7 +918,7 @@ async fn a_catalog_over_the_budget_is_searched_not_listed() -> R {
 async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::Result<()> {
     let chaos = common::demo_server("chaos", "chaos", "");
     let weather = common::demo_server("weather", "weather", "");
-    let proxy = common::start(&chaos).await?;
+    let proxy = common::start_logged(&chaos).await?;
     let pid = |proxy: &common::Proxy| {
         let proxy = proxy.client.clone();
         async move {
@@ -946,11 +959,15 @@ async fn a_changed_config_is_reloaded_while_the_host_is_connected() -> anyhow::R
     );
     // An empty file (an editor saving in place) is not a config to apply.
     std::fs::write(&path, "")?;
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let looked = proxy.logged("config not reloaded: the file is empty").await;
+    assert!(looked, "planmux never looked at the emptied file");
     assert!(listed(proxy.tool_names().await?, "weather__get_weather"));
     // An invalid file: refused, the running config stays.
     std::fs::write(&path, "[servers.broken]\ncomand = \"x\"\n")?;
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let looked = proxy
+        .logged("config not reloaded: the running config stays")
+        .await;
+    assert!(looked, "planmux never looked at the invalid file");
     assert!(listed(proxy.tool_names().await?, "weather__get_weather"));
     std::fs::write(&path, &chaos)?;
     assert!(wait_for(false).await?, "the removed server's tools stayed");

@@ -1,6 +1,5 @@
 //! Shared harness for the end-to-end and interop tests: the real `planmux` binary as a
 //! child process, driven by rmcp's client, with real downstream processes.
-#![allow(dead_code)] // each test file uses a different part of the harness
 #![allow(deprecated)] // sampling, roots and logging are deprecated by SEP-2577
 
 use std::path::{Path, PathBuf};
@@ -203,6 +202,24 @@ impl Proxy {
         let tools = self.client.list_all_tools().await?;
         Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
     }
+
+    /// Waits until planmux, started by [`start_logged`], has logged `text`.
+    pub async fn logged(&self, text: &str) -> bool {
+        logged(&self.dir.path().join(LOG), text).await
+    }
+}
+
+/// Where [`start_logged`] keeps planmux's stderr, in the proxy's folder.
+pub const LOG: &str = "planmux.log";
+
+/// Waits (up to 20 s) until the log at `path` holds `text`. What a test proves by a
+/// thing *not* changing (a refused reload, a lock that stays in force) it proves after
+/// planmux said it looked, not after a guess at how long looking takes.
+pub async fn logged(path: &Path, text: &str) -> bool {
+    eventually(Duration::from_secs(20), || {
+        std::fs::read_to_string(path).is_ok_and(|log| log.contains(text))
+    })
+    .await
 }
 
 /// Writes `config` to a temp folder and starts `planmux serve --config` on it.
@@ -212,14 +229,26 @@ pub async fn start(config: &str) -> anyhow::Result<Proxy> {
 
 /// [`start`] with a given client handler.
 pub async fn start_with(config: &str, recorder: Recorder) -> anyhow::Result<Proxy> {
+    spawn(config, recorder, false).await
+}
+
+/// [`start`] with planmux's stderr kept in [`LOG`], for [`Proxy::logged`].
+pub async fn start_logged(config: &str) -> anyhow::Result<Proxy> {
+    spawn(config, Recorder::default(), true).await
+}
+
+async fn spawn(config: &str, recorder: Recorder, keep_log: bool) -> anyhow::Result<Proxy> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("servers.toml");
     std::fs::write(&path, config)?;
+    let stderr = if keep_log {
+        std::fs::File::create(dir.path().join(LOG))?.into()
+    } else {
+        std::process::Stdio::inherit()
+    };
     let mut cmd = tokio::process::Command::new(bin());
     cmd.arg("serve").arg("--config").arg(&path);
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(std::process::Stdio::inherit())
-        .spawn()?;
+    let (transport, _) = TokioChildProcess::builder(cmd).stderr(stderr).spawn()?;
     let pid = transport.id().ok_or_else(|| anyhow::anyhow!("no pid"))?;
     let client = recorder.clone().serve(transport).await?;
     Ok(Proxy {
