@@ -40,8 +40,6 @@ fn keep_large_allocations() {}
 /// Everything `main` does; its error is reported on one line.
 fn start() -> Result<i32> {
     keep_large_allocations();
-    // TLS to remote servers: rustls with ring (Cargo.toml, rmcp's `reqwest-tls-no-provider`).
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // `--help` and `--version` are answers; anything else is a usage error, with

@@ -221,6 +221,10 @@ pub(crate) async fn connect(
                     .map_err(|e| format!("bad value for header '{name}': {e}"))?;
                 map.insert(name, value);
             }
+            // TLS is rustls with ring (Cargo.toml: rmcp's `reqwest-tls-no-provider`): the
+            // process's provider, installed before the first client is built (reqwest
+            // builds its TLS setup even for http://). A second install is a no-op.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let transport_config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
             let transport =

@@ -16,4 +16,6 @@ mod hosts;
 mod http;
 mod interop;
 mod plans;
+mod routes;
 mod safety;
+mod tidy;
