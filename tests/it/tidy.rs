@@ -12,13 +12,9 @@ const LINE_BUDGET: usize = 600;
 /// Files still over the budget, each with its length: none may grow, and each comes off
 /// this list when it is split.
 const OVER_BUDGET: &[(&str, usize)] = &[
-    ("approval.rs", 732),
-    ("demo/conformance.rs", 605),
     ("exec/scheduler.rs", 645),
     ("exec/tests/mod.rs", 614),
     ("plan/validate.rs", 708),
-    ("policy.rs", 614),
-    ("upstream/surface.rs", 682),
 ];
 
 /// Where background work is spawned, and who owns it. A spawn anywhere else (or a new

@@ -1,14 +1,33 @@
-//! What the conformance fixture offers besides tools: its resources and template, its
-//! prompts, and the completions for their arguments.
+//! What the conformance fixture offers besides tools: its resources and template (with the
+//! URIs the scenarios read), its prompts, and the completions for their arguments.
 
 use rmcp::ErrorData;
 use rmcp::model::{
     ArgumentInfo, ContentBlock, JsonObject, Prompt, PromptArgument, PromptMessage, Reference,
-    Resource, ResourceContents, Role,
+    Resource, ResourceContents, ResourceTemplate, Role,
 };
 use serde_json::Value;
 
-use super::{STATIC_BINARY, STATIC_TEXT, TEMPLATE, TEST_PNG, WATCHED};
+/// A 1x1 red PNG, base64: the image the image scenarios and the binary resource expect.
+pub(super) const TEST_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// The static text resource read by `resources-read-text`.
+const STATIC_TEXT: &str = "test://static-text";
+/// The static binary resource read by `resources-read-binary`.
+const STATIC_BINARY: &str = "test://static-binary";
+/// The resource `resources-subscribe` and `resources-unsubscribe` watch.
+const WATCHED: &str = "test://watched-resource";
+/// The template `resources-templates-read` reads as `test://template/123/data`.
+const TEMPLATE: &str = "test://template/{id}/data";
+
+/// The template, listed apart from the direct resources.
+pub(super) fn templates() -> Vec<ResourceTemplate> {
+    vec![
+        ResourceTemplate::new(TEMPLATE, "template")
+            .with_title("Resource Template")
+            .with_description("A resource template with parameter substitution")
+            .with_mime_type("application/json"),
+    ]
+}
 
 /// The direct resources (the template is listed apart).
 pub(super) fn resources() -> Vec<Resource> {
@@ -55,7 +74,7 @@ pub(super) fn contents(uri: &str) -> Option<ResourceContents> {
 }
 
 /// The `{id}` of a URI matching `test://template/{id}/data`.
-pub(super) fn template_id(uri: &str) -> Option<&str> {
+fn template_id(uri: &str) -> Option<&str> {
     uri.strip_prefix("test://template/")?
         .strip_suffix("/data")
         .filter(|id| !id.is_empty() && !id.contains('/'))
@@ -63,7 +82,7 @@ pub(super) fn template_id(uri: &str) -> Option<&str> {
 
 /// The template's text, keys in the order the scenario shows them (a `json!` map would sort
 /// them).
-pub(super) fn template_json(id: &str) -> String {
+fn template_json(id: &str) -> String {
     format!(
         r#"{{"id":{},"templateTest":true,"data":{}}}"#,
         Value::from(id),
@@ -148,7 +167,7 @@ pub(super) fn prompt_messages(
 }
 
 /// A required prompt argument.
-pub(super) fn prompt_arg<'a>(args: &'a JsonObject, key: &str) -> Result<&'a str, ErrorData> {
+fn prompt_arg<'a>(args: &'a JsonObject, key: &str) -> Result<&'a str, ErrorData> {
     args.get(key).and_then(Value::as_str).ok_or_else(|| {
         ErrorData::invalid_params(format!("missing required argument '{key}'"), None)
     })
@@ -177,5 +196,3 @@ pub(super) fn completions(reference: &Reference, argument: &ArgumentInfo) -> Vec
         .map(|c| (*c).to_owned())
         .collect()
 }
-
-// ---- logging ----

@@ -1,0 +1,401 @@
+//! Single-use approval tokens: a pending approval carried from the call that asked to the
+//! call that answers. A token lasts ten minutes, is bound to the plan it was asked for
+//! (its digest, or the steps repeated), is redeemed once, only the way it was handed out
+//! (the model's `approve_plan`, or the host's input-required retry) and only in the
+//! session it was handed to.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::request::{ApprovalStep, Request};
+
+/// How long a token stays good.
+pub const TOKEN_TTL: Duration = Duration::from_secs(600);
+/// Tokens remembered at once (used and expired ones included, so that reusing one says
+/// so); the oldest are forgotten first.
+const MAX_TOKENS: usize = 256;
+/// Plan arguments kept for unredeemed tokens, in bytes; the oldest go first past it.
+const MAX_KEPT_BYTES: usize = 64 << 20;
+
+/// Who a token was handed to: it is redeemed only the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// The model, in a `needs_approval` result: redeemed with `approve_plan`.
+    Model,
+    /// The host, as the `requestState` of an input-required result: redeemed by the
+    /// host's retry of the same `execute_plan` call.
+    Host,
+}
+
+/// Why a token did not run its plan. Nothing ran in any case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error(
+        "unknown approval token: planmux never issued it, or has restarted since; send the plan to execute_plan again"
+    )]
+    Unknown,
+    #[error(
+        "this approval token was already used (a token runs its plan once); send the plan to execute_plan again"
+    )]
+    Used,
+    #[error(
+        "this approval token expired {0} s ago (tokens last {ttl} s); send the plan to execute_plan again",
+        ttl = TOKEN_TTL.as_secs()
+    )]
+    Expired(u64),
+    #[error(
+        "the steps do not match what approval was asked for: {0}. Repeat approval.steps exactly as execute_plan returned them"
+    )]
+    Mismatch(String),
+    #[error("this plan is not the one approval was asked for")]
+    OtherPlan,
+}
+
+struct Pending {
+    request: Request,
+    arguments: Value,
+    /// The size of `arguments` as JSON, counted against [`MAX_KEPT_BYTES`].
+    bytes: usize,
+    channel: Channel,
+    issued: Instant,
+    used: bool,
+    /// The session it was issued to (see [`Tokens::issue`]).
+    owner: Option<u64>,
+}
+
+/// The approvals asked for and not yet given, by token.
+pub struct Tokens {
+    pending: Mutex<HashMap<String, Pending>>,
+    ttl: Duration,
+}
+
+impl Default for Tokens {
+    fn default() -> Self {
+        Self::with_ttl(TOKEN_TTL)
+    }
+}
+
+impl Tokens {
+    /// Tokens that last `ttl` (tests shorten it).
+    pub fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            pending: Mutex::new(HashMap::new()),
+            ttl,
+        }
+    }
+
+    /// How long a token lasts.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Remembers `request` for the plan sent as `arguments` and returns its new token,
+    /// redeemable only in the session `owner` (`None`: a request that has none, such as
+    /// a stateless HTTP request).
+    pub fn issue(
+        &self,
+        request: Request,
+        arguments: Value,
+        channel: Channel,
+        owner: Option<u64>,
+    ) -> Result<String, String> {
+        let mut random = [0u8; 16];
+        getrandom::fill(&mut random).map_err(|e| format!("no randomness for a token: {e}"))?;
+        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let token = format!("pa_{token}");
+        let bytes = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
+        let mut pending = self.lock();
+        if pending.len() >= MAX_TOKENS {
+            let forget = 2 * self.ttl;
+            pending.retain(|_, p| p.issued.elapsed() < forget);
+        }
+        let kept = |pending: &HashMap<String, Pending>| -> usize {
+            pending.values().map(|p| p.bytes).sum::<usize>() + bytes
+        };
+        while pending.len() >= MAX_TOKENS
+            || (!pending.is_empty() && kept(&pending) > MAX_KEPT_BYTES)
+        {
+            let oldest = pending
+                .iter()
+                .min_by_key(|(_, p)| p.issued)
+                .map(|(t, _)| t.clone());
+            match oldest {
+                Some(oldest) => pending.remove(&oldest),
+                None => break,
+            };
+        }
+        pending.insert(
+            token.clone(),
+            Pending {
+                request,
+                arguments,
+                bytes,
+                channel,
+                issued: Instant::now(),
+                used: false,
+                owner,
+            },
+        );
+        Ok(token)
+    }
+
+    /// `approve_plan`: the plan behind `token`, once, when `steps` (and `inputs`, when the
+    /// plan has any) repeat what was asked. A mismatch leaves the token good, so the model
+    /// can send them again.
+    pub fn redeem_steps(
+        &self,
+        token: &str,
+        steps: &Value,
+        inputs: Option<&Value>,
+        owner: Option<u64>,
+    ) -> Result<(Request, Value), TokenError> {
+        self.redeem(token, Channel::Model, owner, |request, _| {
+            if let Some(why) = mismatch(&request.steps, steps) {
+                return Err(TokenError::Mismatch(why));
+            }
+            let same_inputs = match (&request.inputs, inputs) {
+                (None, None) => true,
+                (Some(want), Some(got)) => same(want, parsed(got).as_ref().unwrap_or(got)),
+                _ => false,
+            };
+            if !same_inputs {
+                return Err(TokenError::Mismatch(
+                    "'inputs' differs from approval.inputs".into(),
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// A host's retry: the request behind `token`, once, when the plan it resent is the
+    /// one approval was asked for (same digest).
+    pub fn redeem_digest(
+        &self,
+        token: &str,
+        digest: &str,
+        owner: Option<u64>,
+    ) -> Result<Request, TokenError> {
+        self.redeem(token, Channel::Host, owner, |request, _| {
+            if request.digest == digest {
+                Ok(())
+            } else {
+                Err(TokenError::OtherPlan)
+            }
+        })
+        .map(|(request, _)| request)
+    }
+
+    fn redeem(
+        &self,
+        token: &str,
+        channel: Channel,
+        owner: Option<u64>,
+        check: impl FnOnce(&Request, &Value) -> Result<(), TokenError>,
+    ) -> Result<(Request, Value), TokenError> {
+        let mut pending = self.lock();
+        // Another session's token is as unknown here as a made-up one.
+        let entry = pending
+            .get_mut(token)
+            .filter(|p| p.channel == channel && p.owner == owner)
+            .ok_or(TokenError::Unknown)?;
+        if entry.used {
+            return Err(TokenError::Used);
+        }
+        let age = entry.issued.elapsed();
+        if age > self.ttl {
+            return Err(TokenError::Expired((age - self.ttl).as_secs()));
+        }
+        check(&entry.request, &entry.arguments)?;
+        entry.used = true;
+        Ok((entry.request.clone(), std::mem::take(&mut entry.arguments)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A value a model may have sent as JSON text instead of JSON: the parsed value.
+fn parsed(value: &Value) -> Option<Value> {
+    match value {
+        Value::String(text) => serde_json::from_str(text).ok(),
+        _ => None,
+    }
+}
+
+/// JSON equality with numbers compared by value: a host that writes `80.0` back as `80`
+/// (as JavaScript does) still repeats the same steps.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// How `given` differs from the steps approval was asked for, if it does.
+fn mismatch(asked: &[ApprovalStep], given: &Value) -> Option<String> {
+    let text = parsed(given);
+    let given = match (given, &text) {
+        (Value::String(_), None) => return Some("steps is a string that is not JSON".into()),
+        (_, Some(value)) => value,
+        (given, None) => given,
+    };
+    let Value::Array(given) = given else {
+        return Some("steps must be the array approval.steps".into());
+    };
+    if given.len() != asked.len() {
+        return Some(format!(
+            "approval listed {} step(s), got {}",
+            asked.len(),
+            given.len()
+        ));
+    }
+    asked.iter().zip(given).find_map(|(want, got)| {
+        let want_value = serde_json::to_value(want).ok()?;
+        (!same(&want_value, got)).then(|| {
+            let field = ["id", "tool", "tier", "args"]
+                .into_iter()
+                .find(|f| match (want_value.get(f), got.get(f)) {
+                    (Some(a), Some(b)) => !same(a, b),
+                    (a, b) => a != b,
+                })
+                .unwrap_or("id");
+            format!("step '{}' differs in '{field}'", want.id)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::approval::digest;
+    use crate::approval::fixtures::{request, steps_of};
+    use crate::policy::Tier;
+
+    #[test]
+    fn a_token_runs_its_plan_once_with_the_steps_repeated() {
+        let tokens = Tokens::default();
+        let asked = request(&[("w", "fs__write", Tier::Write)]);
+        let steps = steps_of(&asked);
+        let token = tokens
+            .issue(asked.clone(), json!({"plan": 1}), Channel::Model, None)
+            .unwrap_or_default();
+        assert!(token.starts_with("pa_") && token.len() == 35, "{token}");
+        assert_eq!(
+            tokens.redeem_steps("pa_nope", &steps, None, None),
+            Err(TokenError::Unknown)
+        );
+        // A host token is not the model's to redeem, and the other way round.
+        assert_eq!(
+            tokens.redeem_digest(&token, &asked.digest, None),
+            Err(TokenError::Unknown)
+        );
+        let mut changed = steps.clone();
+        changed[0]["args"]["path"] = json!("/etc/passwd");
+        assert_eq!(
+            tokens.redeem_steps(&token, &changed, None, None),
+            Err(TokenError::Mismatch("step 'w' differs in 'args'".into()))
+        );
+        assert!(matches!(
+            tokens.redeem_steps(&token, &json!([]), None, None),
+            Err(TokenError::Mismatch(_))
+        ));
+        assert!(matches!(
+            tokens.redeem_steps(&token, &steps, Some(&json!({"x": 1})), None),
+            Err(TokenError::Mismatch(_))
+        ));
+        // Repeated as JSON text, and with 420.0 written back as 420: the same steps.
+        let text = serde_json::to_string(&steps)
+            .unwrap_or_default()
+            .replace("420.0", "420");
+        let (got, arguments) = tokens
+            .redeem_steps(&token, &Value::String(text), None, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, asked);
+        assert_eq!(arguments, json!({"plan": 1}));
+        assert_eq!(
+            tokens.redeem_steps(&token, &steps, None, None),
+            Err(TokenError::Used)
+        );
+    }
+
+    #[test]
+    fn a_host_token_is_bound_to_the_plan_digest_and_expires() {
+        let tokens = Tokens::with_ttl(Duration::ZERO);
+        let asked = request(&[("rm", "fs__rm", Tier::Destructive)]);
+        let token = tokens
+            .issue(asked.clone(), Value::Null, Channel::Host, None)
+            .unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(matches!(
+            tokens.redeem_digest(&token, &asked.digest, None),
+            Err(TokenError::Expired(_))
+        ));
+        let tokens = Tokens::default();
+        let token = tokens
+            .issue(asked.clone(), Value::Null, Channel::Host, None)
+            .unwrap_or_default();
+        assert_eq!(
+            tokens.redeem_digest(&token, &digest(&json!({"other": true})), None),
+            Err(TokenError::OtherPlan)
+        );
+        assert_eq!(tokens.redeem_digest(&token, &asked.digest, None), Ok(asked));
+    }
+
+    /// Over HTTP a token is redeemed only in the session it was handed to: in another,
+    /// it is as unknown as a made-up one, and stays good for its own.
+    #[test]
+    fn a_token_is_redeemed_only_by_its_session() {
+        let tokens = Tokens::default();
+        let asked = request(&[("w", "fs__write", Tier::Write)]);
+        let token = tokens
+            .issue(asked.clone(), Value::Null, Channel::Model, Some(1))
+            .unwrap_or_default();
+        let steps = steps_of(&asked);
+        for other in [Some(2), None] {
+            assert_eq!(
+                tokens.redeem_steps(&token, &steps, None, other),
+                Err(TokenError::Unknown)
+            );
+        }
+        assert!(tokens.redeem_steps(&token, &steps, None, Some(1)).is_ok());
+        let host = tokens
+            .issue(asked.clone(), Value::Null, Channel::Host, Some(1))
+            .unwrap_or_default();
+        assert_eq!(
+            tokens.redeem_digest(&host, &asked.digest, Some(2)),
+            Err(TokenError::Unknown)
+        );
+        assert!(tokens.redeem_digest(&host, &asked.digest, Some(1)).is_ok());
+    }
+
+    #[test]
+    fn tokens_are_bounded_and_the_oldest_go_first() {
+        let tokens = Tokens::default();
+        let asked = request(&[("w", "fs__write", Tier::Write)]);
+        let first = tokens
+            .issue(asked.clone(), Value::Null, Channel::Model, None)
+            .unwrap_or_default();
+        for _ in 0..MAX_TOKENS {
+            let _ = tokens.issue(asked.clone(), Value::Null, Channel::Model, None);
+        }
+        assert_eq!(tokens.lock().len(), MAX_TOKENS);
+        assert_eq!(
+            tokens.redeem_steps(&first, &steps_of(&asked), None, None),
+            Err(TokenError::Unknown)
+        );
+    }
+}
