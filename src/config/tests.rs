@@ -1,5 +1,4 @@
-//! servers.toml read and checked: what each mistake is called, and what a valid file
-//! gives.
+//! servers.toml parsed and validated: what each key accepts, and the errors it names.
 
 use super::*;
 
