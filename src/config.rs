@@ -1,7 +1,9 @@
-//! `servers.toml`: the wire format, `${VAR}` substitution, and the validated [`Config`].
+//! `servers.toml`: the validated [`Config`], where it is found, and the defaults.
 //!
-//! Parsing goes key by key rather than through one `#[derive(Deserialize)]`, so that every
-//! error can name the file, the server and the key it is about.
+//! The file is read in two steps: serde reads it into wire structs (`wire.rs`, which also
+//! give its JSON Schema), then `validate.rs` and `pipelines.rs` check them into a `Config`.
+//! Both collect every problem, each naming the file, the section and the key, and report
+//! them together.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,9 +12,10 @@ use std::time::Duration;
 use globset::GlobSet;
 use toml::Table;
 
-use parse::{Cx, unknown};
 pub use pipelines::{PipelineConfig, called_tools};
-pub use schema::config_schema;
+use validate::Cx;
+pub use validate::expand_vars;
+pub use wire::config_schema;
 
 use crate::demo::DemoKind;
 
@@ -64,6 +67,15 @@ pub enum ConfigError {
         section: String,
         message: String,
     },
+    /// Every problem of a file with more than one, so that one reading fixes them all.
+    #[error("{}", lines(.0))]
+    Several(Vec<ConfigError>),
+}
+
+/// Problems one to a line.
+fn lines(errors: &[ConfigError]) -> String {
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    lines.join("\n")
 }
 
 /// `[proxy]`: settings for planmux itself.
@@ -119,6 +131,18 @@ impl Surface {
         (Surface::Full, "full"),
         (Surface::Compact, "compact"),
     ];
+}
+
+impl std::str::FromStr for Surface {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        Surface::ALL
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(surface, _)| *surface)
+            .ok_or_else(|| format!("'{name}' is not one of \"auto\", \"full\", \"compact\""))
+    }
 }
 
 impl Default for ProxySettings {
@@ -343,50 +367,38 @@ impl Config {
                 file: file.into(),
                 message: e.to_string().trim().to_string(),
             })?;
-        let cx = Cx { file, base, env };
-        const SECTIONS: &[&str] = &["proxy", "policy", "servers", "pipelines", "http"];
-        for key in table.keys() {
-            if !SECTIONS.contains(&key.as_str()) {
-                return Err(cx.key_error("top level", key, unknown(key, SECTIONS)));
-            }
-        }
-        let policy = match table.get("policy") {
-            Some(value) => cx.policy(cx.table(value, "[policy]", "policy")?)?,
-            None => PolicyConfig::default(),
+        let cx = Cx::new(file, base, env);
+        let wire = cx.top(table);
+        // `[proxy]` first, wherever it stands: its defaults apply to every server. When it
+        // refused a key, its separator is unknown, and names are not checked against it.
+        let read_proxy = match wire.proxy {
+            Some(section) => cx.proxy(section),
+            None => Some(ProxySettings::default()),
         };
-        // `[proxy]` first, wherever it stands: its defaults apply to every server.
-        let proxy = match table.get("proxy") {
-            Some(value) => cx.proxy(cx.table(value, "[proxy]", "proxy")?)?,
-            None => ProxySettings::default(),
-        };
-        let mut servers = Vec::new();
-        if let Some(value) = table.get("servers") {
-            for (name, server) in cx.table(value, "[servers]", "servers")? {
-                let section = format!("[servers.{name}]");
-                let server = cx.table(server, "[servers]", name)?;
-                servers.push(cx.server(name, &section, server, &proxy)?);
-            }
-        }
-        let http = match table.get("http") {
-            Some(value) => cx.http(cx.table(value, "[http]", "http")?)?,
-            None => HttpConfig::default(),
-        };
-        let mut pipelines = Vec::new();
-        if let Some(value) = table.get("pipelines") {
-            for (name, pipeline) in cx.table(value, "[pipelines]", "pipelines")? {
-                let pipeline = cx.table(pipeline, "[pipelines]", name)?;
-                pipelines.push(cx.pipeline(name, pipeline, &proxy.separator)?);
-            }
-            cx.pipeline_cycles(&pipelines)?;
-        }
-        Ok(Config {
+        let separator = read_proxy.as_ref().map(|p| p.separator.clone());
+        let separator = separator.as_deref();
+        let proxy = read_proxy.unwrap_or_default();
+        let policy = wire.policy.and_then(|section| cx.policy(section));
+        let servers = wire.servers.map_or_else(Vec::new, |servers| servers.0);
+        let servers = (servers.into_iter())
+            .filter_map(|(name, section)| cx.server(&name, section, &proxy, separator))
+            .collect();
+        let pipelines = wire
+            .pipelines
+            .map_or_else(Vec::new, |pipelines| pipelines.0);
+        let pipelines: Vec<PipelineConfig> = (pipelines.into_iter())
+            .filter_map(|(name, section)| cx.pipeline(&name, section, separator))
+            .collect();
+        cx.pipeline_cycles(&pipelines);
+        let http = wire.http.and_then(|section| cx.http(section));
+        cx.finish(Config {
             source: file.into(),
             proxy,
-            policy,
+            policy: policy.unwrap_or_default(),
             servers,
             lock_path: None,
             pipelines,
-            http,
+            http: http.unwrap_or_default(),
         })
     }
 
@@ -401,10 +413,10 @@ pub fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
-pub use parse::expand_vars;
-
-mod parse;
 mod pipelines;
-mod schema;
+mod read;
 #[cfg(test)]
 mod tests;
+mod validate;
+mod values;
+mod wire;

@@ -391,3 +391,55 @@ fn url_user_info_and_an_authorization_header_exclude_each_other() {
     assert!(parse(header).is_ok());
     assert!(parse("[servers.r]\nurl = \"https://me:pw@example.com/mcp\"\n").is_ok());
 }
+
+/// What a user reads for each broken config, every problem at once, one to a line. The
+/// last file has many: a section that refused a key is not checked further (`[servers.a]`,
+/// `[proxy]`), the others are, and nothing is checked against a refused separator.
+#[test]
+fn config_error_texts() {
+    let configs = [
+        "[servers.files]\ncomand = \"npx\"",
+        "[servers.a]\ncommand = \"x\"\nenv = { KEY = 5, OK = \"y\", ALSO = true }",
+        "[servers.a]\ncommand = [\"x\"]",
+        "[servers.a]\nurl = \"http://h\"\nargs = []\nenv = {}\ncwd = \"c\"",
+        "[servers.a]\ncommand = \"${A}\"\nargs = [\"${B}\"]\ninclude = [\"[\", \"a{\", \"ok\"]",
+        "[proxy]\nsurface = \"some\"\n[http]\ntokens = [\"short\"]\nmax_requests = 0",
+        "[proxy]\ntiemout = 1",
+        "proxy = 5\npipelines = []",
+        "[[pipelines.a.plan.steps]]\ntool = \"a\"\n[pipelines.b]\ndescription = 1",
+        r#"
+sever = 1
+
+[proxy]
+call_timeout_ms = 0
+seperator = "--"
+
+[servers.a]
+comand = "x"
+enabled = "yes"
+
+[servers.b__c]
+command = "${MISSING}"
+include = ["read_["]
+tiers = { "[" = "read", "w*" = "write" }
+
+[servers.d]
+url = "ftp://h"
+args = []
+
+[pipelines.p]
+plan = 3
+
+[http]
+tokens = ["short"]
+"#,
+    ];
+    let text: String = configs
+        .iter()
+        .map(|config| match parse(config) {
+            Ok(_) => format!("{}\n=> accepted\n\n", config.trim()),
+            Err(e) => format!("{}\n=>\n{e}\n\n", config.trim()),
+        })
+        .collect();
+    insta::assert_snapshot!("config_error_texts", text);
+}
