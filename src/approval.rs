@@ -9,8 +9,10 @@ mod message;
 mod request;
 mod tokens;
 
-pub use request::{ApprovalStep, Request, ShownValue, digest};
-pub use tokens::{Channel, TOKEN_TTL, TokenError, Tokens};
+pub use request::Request;
+#[cfg(test)]
+pub(crate) use request::{ApprovalStep, digest};
+pub use tokens::{Channel, Tokens};
 
 /// The tool that runs a plan the user approved through the model (DESIGN.md §5).
 pub const APPROVE_PLAN_TOOL: &str = "approve_plan";

@@ -11,7 +11,7 @@ compile_error!(
      or signals yet. Use it under WSL."
 );
 
-pub mod approval;
+pub(crate) mod approval;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -21,15 +21,15 @@ pub mod exec;
 mod fnv;
 pub mod hosts;
 pub mod http;
-pub mod lock;
-pub mod pipelines;
-pub mod pipes;
+pub(crate) mod lock;
+pub(crate) mod pipelines;
+pub(crate) mod pipes;
 pub mod plan;
 pub mod policy;
-pub mod reload;
+pub(crate) mod reload;
 pub mod runner;
 pub mod serve;
 pub mod telemetry;
-pub mod text;
+pub(crate) mod text;
 pub mod upstream;
 pub mod wire;

@@ -9,7 +9,7 @@
 
 mod answers;
 mod misread;
-pub mod passthrough;
+pub(crate) mod passthrough;
 mod plans;
 mod runs;
 mod search;

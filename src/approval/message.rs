@@ -77,7 +77,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use crate::approval::fixtures::{request, steps_of};
-    use crate::approval::{Channel, TokenError, Tokens};
+    use crate::approval::tokens::{Channel, TokenError, Tokens};
     use crate::policy::Tier;
 
     #[test]

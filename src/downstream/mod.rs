@@ -5,7 +5,7 @@ mod calls;
 mod changes;
 mod checkpoint;
 mod error;
-pub mod fields;
+pub(crate) mod fields;
 mod host_link;
 mod offer;
 mod refresh;
