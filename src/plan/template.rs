@@ -3,8 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::model::StepId;
-use super::refs::{self, JsonQuery, PathSeg, RawRef, ScannedPiece};
+use super::ids::StepId;
+use super::query::JsonQuery;
+use super::refs::{self, PathSeg, RawRef, ScannedPiece};
 
 /// What a validated reference reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
