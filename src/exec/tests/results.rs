@@ -98,3 +98,27 @@ fn selections_naming_unknown_steps_are_plan_issues() {
         "{text}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deeply_nested_output_is_cut_so_hosts_can_parse_the_answer() {
+    // Each step is handed the previous one's output: the last is nested 256 deep.
+    let steps: Vec<Value> = (0..256)
+        .map(|_| json!({"tool": "t__sleep", "args": {"ms": 0}}))
+        .collect();
+    let p = plan(json!({"strategy": "chained", "steps": steps, "outputs": ["s256"]}));
+    let (record, _, _) = exec(&p, &settings()).await;
+    let result = record.result(1_000_000);
+    // What a host parses: the result inside a JSON-RPC response, as structuredContent.
+    let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": result}});
+    let text = answer.to_string();
+    assert!(
+        serde_json::from_str::<Value>(&text).is_ok(),
+        "serde_json's default limit (128 levels) refuses the answer"
+    );
+    assert_eq!(
+        result["truncated"]["s256"]["max_depth"], 64,
+        "{}",
+        result["truncated"]
+    );
+    assert!(text.contains("nested deeper than 64 levels"));
+}
