@@ -17,6 +17,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::issue::excerpt;
 use super::query::{JsonQuery, preview};
 
 /// One step of a path: an object key or an array index (negative counts from the end).
@@ -197,9 +198,22 @@ fn parse_path_prefix(text: &str) -> Result<(RawRoot, Vec<PathSeg>, usize), Strin
     Ok((root, path, cur.pos))
 }
 
+/// Longest reference accepted, as written after `$ref:`, inside `${…}` or in `{"$ref": …}`
+/// (a `| $.jsonpath` query included): a path worth writing is a few dozen bytes, and a
+/// reference's path is parsed into segments and copied as the plan is checked, work a
+/// megabyte-long one would make take seconds before anything runs.
+pub const MAX_REFERENCE_BYTES: usize = 4_096;
+
 /// Parses a whole reference such as `cpu.metrics[0].name`, optionally followed by
-/// `| $.jsonpath` when `allow_query` is set.
+/// `| $.jsonpath` when `allow_query` is set. One longer than [`MAX_REFERENCE_BYTES`] is
+/// refused before it is read.
 pub fn parse_reference(text: &str, allow_query: bool) -> Result<RawRef, String> {
+    if text.len() > MAX_REFERENCE_BYTES {
+        return Err(format!(
+            "the reference is {} bytes long; at most {MAX_REFERENCE_BYTES} are allowed",
+            text.len()
+        ));
+    }
     let trimmed = text.trim();
     let (root, path, used) = parse_path_prefix(trimmed)?;
     let rest = trimmed[used..].trim_start();
@@ -298,7 +312,7 @@ pub fn scan_string(text: &str) -> Result<Vec<ScannedPiece>, String> {
                 )
             })?;
             let parsed = parse_reference(&inner[..end], false)
-                .map_err(|e| format!("`${{{}}}`: {e}", &inner[..end]))?;
+                .map_err(|e| format!("`{}`: {e}", excerpt(&tail[..end + 3])))?;
             flush(&mut pieces, &mut literal);
             pieces.push(ScannedPiece::Ref(RawRef {
                 text: format!("${{{}}}", &inner[..end]),

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::ids::StepId;
+use super::issue::excerpt;
 use super::query::JsonQuery;
 use super::refs::{self, PathSeg, RawRef, ScannedPiece};
 
@@ -230,7 +231,7 @@ fn build(value: &Value, at: &str, problems: &mut Vec<SyntaxProblem>) -> Template
 
 fn build_string(text: &str, at: &str, problems: &mut Vec<SyntaxProblem>) -> Template<RawRef> {
     let mut fail = |message: String| {
-        let repeated = format!("`{text}`: ");
+        let repeated = format!("`{}`: ", excerpt(text));
         let message = message
             .strip_prefix(&repeated)
             .map(str::to_owned)
