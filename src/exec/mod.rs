@@ -23,7 +23,7 @@ pub use record::{
 };
 pub use runs::RunStore;
 pub use scheduler::run;
-pub use truncate::{Cut, truncate};
+pub use truncate::{Cut, MAX_OUTPUT_DEPTH, truncate};
 
 use crate::plan::PlannedStep;
 

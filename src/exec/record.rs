@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::truncate::truncate;
+use super::truncate::{MAX_OUTPUT_DEPTH, truncate};
 use crate::text::clip;
 
 /// Longest error, reason or warning the model reads; the run record keeps them whole.
@@ -240,8 +240,9 @@ impl RunRecord {
         self.steps.iter().find(|s| s.id == id)
     }
 
-    /// The lean result for the model: the `outputs` values (each cut to `max_chars`),
-    /// every step's status without its value, and stats.
+    /// The lean result for the model: the `outputs` values (each cut to `max_chars` and
+    /// [`MAX_OUTPUT_DEPTH`] levels, saying so under `truncated`), every step's status
+    /// without its value, and stats.
     pub fn result(&self, max_chars: usize) -> Value {
         let mut outputs = Map::new();
         let mut truncated = Map::new();
@@ -268,10 +269,11 @@ impl RunRecord {
         for (name, value) in values {
             let (value, cut) = truncate(value, max_chars);
             if let Some(cut) = cut {
-                truncated.insert(
-                    name.clone(),
-                    json!({"original_chars": cut.original, "kept_chars": cut.kept}),
-                );
+                let mut said = json!({"original_chars": cut.original, "kept_chars": cut.kept});
+                if cut.too_deep {
+                    said["max_depth"] = json!(MAX_OUTPUT_DEPTH);
+                }
+                truncated.insert(name.clone(), said);
             }
             outputs.insert(name.clone(), value);
         }

@@ -1,6 +1,7 @@
 //! Dispatch on readiness: a step starts the moment every step it waits for has finished
 //! (no waves, no barriers), bounded by the concurrency limits, with the plan's strategy and
-//! error policy applied as steps end.
+//! error policy applied as steps end (`outcomes`), loops run item by item (`loops`), an
+//! early stop (`stops`) and the record once all have ended (`summary`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -12,16 +13,16 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::foreach::{ItemOutcome, Loop};
+use super::foreach::Loop;
+use super::record::{RunRecord, StepRecord, StepStatus, millis};
+use super::step::{Args, Attempted, Launch, Resolve, attempt};
+use super::{Invoker, Observer, Settings};
+use crate::plan::{DependencyKind, PlannedStep, Prepared, RefSource, StepId, ValidatedPlan};
 
 mod loops;
+mod outcomes;
+mod stops;
 mod summary;
-use super::record::{RunRecord, StepRecord, StepStatus, millis};
-use super::step::{Args, Attempted, CANCEL_GRACE, Ending, Launch, Resolve, attempt};
-use super::{Invoker, Observer, Settings};
-use crate::plan::{
-    DependencyKind, OnError, PlannedStep, Prepared, RefSource, StepId, Strategy, ValidatedPlan,
-};
 
 /// Runs the plan to the end and returns its record. Stops early, promptly, when `cancel`
 /// fires or the plan's time limit passes; every step still ends in exactly one status.
@@ -111,21 +112,6 @@ impl Unit {
     fn step(step: usize) -> Self {
         Self { step, item: None }
     }
-}
-
-/// How a step ended, as the scheduler records it and applies the plan's policies.
-struct Outcome {
-    status: StepStatus,
-    error: Option<String>,
-    /// The output, when it succeeded.
-    output: Option<Value>,
-    /// What the record keeps as its output when it did not succeed.
-    kept: Option<Value>,
-    /// What its readers get under `on_error: continue` when it did not succeed (its
-    /// error text when `None`).
-    handed_on: Option<Value>,
-    attempts: u32,
-    duration_ms: Option<f64>,
 }
 
 /// The state of one run.
@@ -326,315 +312,6 @@ impl<'p> Run<'p> {
             Some((k, value)) => step.prepare_item(&inputs, &|source| read.get(source), value, *k),
             None => step.prepare(&inputs, &|source| read.get(source)),
         })
-    }
-
-    /// Takes a finished unit: records it and applies the strategy and error policy.
-    fn finish(&mut self, done: Attempted, observer: &dyn Observer) {
-        let unit = Unit {
-            step: done.index,
-            item: done.item,
-        };
-        let (_, cancel_reason) = self.running.remove(&unit).unwrap_or_default();
-        let server = &self.step(unit.step).server;
-        if let Some(n) = self.per_server.get_mut(server) {
-            *n = n.saturating_sub(1);
-        }
-        if let Some(k) = unit.item {
-            self.finish_item(unit.step, k, done, cancel_reason, observer);
-            return;
-        }
-        let i = unit.step;
-        if let (Some((args, warnings)), Some(record)) = (done.resolved, self.records[i].as_mut()) {
-            record.args = args;
-            record.warnings = warnings;
-        }
-        let duration_ms = Some(millis(done.finished - done.started));
-        let (status, error, output) = match self.called(done.ending, cancel_reason.clone()) {
-            Ok(ended) => ended,
-            Err(Ending::Skipped(reason)) => {
-                if let Some(record) = self.records[i].as_mut() {
-                    record.started_ms = None;
-                    record.reason = Some(reason);
-                }
-                self.benign[i] = true;
-                self.ended(i, observer);
-                self.release_dependents(i, StepStatus::Skipped, observer);
-                return;
-            }
-            // Told to stop before its items could start (a stop, a won race): it ends
-            // as a running step would.
-            Err(Ending::Expand(_)) if cancel_reason.is_some() || self.phase != Phase::Open => {
-                let reason = match (&cancel_reason, &self.phase) {
-                    (Some(why), _) => why.clone(),
-                    (None, Phase::Stopped { reason, .. }) => reason.clone(),
-                    _ => "cancelled".into(),
-                };
-                (self.stopped_status(), Some(reason), None)
-            }
-            Err(Ending::Expand(items)) => {
-                self.expand(i, items, observer);
-                return;
-            }
-            Err(_) => return,
-        };
-        let outcome = Outcome {
-            status,
-            error,
-            output,
-            kept: None,
-            handed_on: None,
-            attempts: done.attempts,
-            duration_ms,
-        };
-        self.conclude(i, outcome, observer);
-    }
-
-    /// The status, error and output of a unit that called its tool (or resolved its
-    /// value); a step's own decision (skipped, or items to loop over) comes back as `Err`.
-    fn called(
-        &self,
-        ending: Ending,
-        cancel_reason: Option<String>,
-    ) -> Result<(StepStatus, Option<String>, Option<Value>), Ending> {
-        Ok(match ending {
-            Ending::Succeeded(value) => (StepStatus::Succeeded, None, Some(value)),
-            Ending::Failed { message, .. } => (StepStatus::Failed, Some(message), None),
-            Ending::TimedOut(message) => (StepStatus::TimedOut, Some(message), None),
-            Ending::Cancelled => {
-                let reason = cancel_reason.unwrap_or_else(|| "cancelled".into());
-                (self.stopped_status(), Some(reason), None)
-            }
-            decided @ (Ending::Skipped(_) | Ending::Expand(_)) => return Err(decided),
-        })
-    }
-
-    /// Records how step `i` ended and applies the strategy and error policy.
-    fn conclude(&mut self, i: usize, outcome: Outcome, observer: &dyn Observer) {
-        let Outcome {
-            status,
-            error,
-            output,
-            kept,
-            handed_on,
-            attempts,
-            duration_ms,
-        } = outcome;
-        let step = self.step(i);
-        let caught = status.is_failure() && step.catches_errors();
-        match (&output, status) {
-            (Some(value), StepStatus::Succeeded) => {
-                self.outputs.insert(step.id.clone(), value.clone());
-            }
-            (_, s) if s.is_failure() => {
-                let text = Value::String(error.clone().unwrap_or_default());
-                if caught {
-                    self.errors.insert(step.id.clone(), text.clone());
-                    self.benign[i] = true;
-                }
-                if self.plan.on_error() == OnError::Continue {
-                    self.outputs
-                        .insert(step.id.clone(), handed_on.unwrap_or(text));
-                }
-            }
-            _ => {}
-        }
-        if let Some(record) = self.records[i].as_mut() {
-            record.status = status;
-            record.error = error;
-            record.output = match status {
-                StepStatus::Succeeded => output,
-                _ => self.outputs.get(&step.id).cloned().or(kept),
-            };
-            record.attempts = attempts;
-            record.duration_ms = duration_ms;
-        }
-        self.ended(i, observer);
-        if status == StepStatus::Succeeded
-            && self.plan.strategy() == Strategy::Competitive
-            && self.winner.is_none()
-        {
-            self.winner = Some(i);
-            self.phase = Phase::Won;
-            self.halt(&format!("lost the race to '{}'", step.id), true, observer);
-        }
-        if status.is_failure()
-            && !caught
-            && self.plan.on_error() == OnError::FailFast
-            && self.phase == Phase::Open
-        {
-            let reason = format!("fail_fast: '{}' {}", step.id, describe(status));
-            self.stop(reason, StepStatus::Cancelled, observer);
-        }
-        self.release_dependents(i, status, observer);
-    }
-
-    /// Lets dependents of step `i` go, or skips them, according to how `i` ended.
-    fn release_dependents(&mut self, i: usize, status: StepStatus, observer: &dyn Observer) {
-        let mut work = vec![(i, status)];
-        while let Some((done, status)) = work.pop() {
-            let id = &self.step(done).id;
-            for (j, kind) in self.dependents[done].clone() {
-                if self.records[j].is_some() {
-                    continue;
-                }
-                let continue_on_error =
-                    self.plan.on_error() == OnError::Continue && status.is_failure();
-                let verdict = match kind {
-                    DependencyKind::Sequence => Ok(()),
-                    DependencyKind::Output | DependencyKind::After
-                        if status == StepStatus::Succeeded || continue_on_error =>
-                    {
-                        Ok(())
-                    }
-                    DependencyKind::Error if status.is_failure() => Ok(()),
-                    DependencyKind::Error if status == StepStatus::Succeeded => Err((
-                        format!("'{id}' succeeded, so there is no error to read"),
-                        true,
-                    )),
-                    _ => Err((
-                        format!("dependency '{id}' {}", describe(status)),
-                        self.benign[done],
-                    )),
-                };
-                match verdict {
-                    Ok(()) => {
-                        self.waiting[j] -= 1;
-                        if self.waiting[j] == 0 && self.phase == Phase::Open {
-                            self.ready.push_back(Unit::step(j));
-                        }
-                    }
-                    Err((reason, benign)) => {
-                        self.skip(j, reason, observer);
-                        self.benign[j] = benign;
-                        work.push((j, StepStatus::Skipped));
-                    }
-                }
-            }
-        }
-    }
-
-    fn skip(&mut self, i: usize, reason: String, observer: &dyn Observer) {
-        let step = self.step(i);
-        self.records[i] = Some(StepRecord {
-            reason: Some(reason),
-            ..StepRecord::unstarted(step)
-        });
-        self.ended(i, observer);
-    }
-
-    fn ended(&mut self, i: usize, observer: &dyn Observer) {
-        self.finished += 1;
-        if let Some(record) = &self.records[i] {
-            observer.step_finished(record, self.finished, self.total);
-        }
-    }
-
-    /// How a running step that ends cancelled is recorded: timed out when the plan's
-    /// time limit stopped it, cancelled otherwise.
-    fn stopped_status(&self) -> StepStatus {
-        match &self.phase {
-            Phase::Stopped { status, .. } => *status,
-            _ => StepStatus::Cancelled,
-        }
-    }
-
-    /// Stops the plan early: running steps end as `status`, the rest are skipped.
-    fn stop(&mut self, reason: String, status: StepStatus, observer: &dyn Observer) {
-        self.phase = Phase::Stopped {
-            reason: reason.clone(),
-            status,
-            since: Instant::now(),
-        };
-        self.halt(&reason, false, observer);
-    }
-
-    /// When the scheduler stops waiting for stopped steps.
-    fn abandon_at(&self) -> Option<Instant> {
-        match &self.phase {
-            Phase::Stopped { since, .. } => Some(*since + CANCEL_GRACE * 2),
-            _ => None,
-        }
-    }
-
-    /// Ends every unit still running after a stop and its grace, without it.
-    fn abandon(&mut self, observer: &dyn Observer) {
-        let status = self.stopped_status();
-        let mut left: Vec<(Unit, Option<String>)> =
-            self.running.drain().map(|(u, (_, why))| (u, why)).collect();
-        left.sort_unstable_by_key(|(u, _)| (u.step, u.item));
-        for (unit, why) in left {
-            let reason = why.unwrap_or_else(|| "cancelled".into());
-            let error = Some(format!("{reason} (it did not stop; abandoned)"));
-            let i = unit.step;
-            if let Some(k) = unit.item {
-                let outcome = ItemOutcome {
-                    status,
-                    error,
-                    output: None,
-                    attempts: 1,
-                    duration_ms: None,
-                    resolved: None,
-                };
-                self.end_item(i, k, outcome, observer);
-                self.conclude_loop_if_done(i, observer);
-                continue;
-            }
-            if let Some(record) = self.records[i].as_mut() {
-                record.status = status;
-                record.error = error;
-                record.duration_ms = record
-                    .started_ms
-                    .map(|start| millis(self.started.elapsed()) - start);
-            }
-            self.ended(i, observer);
-        }
-    }
-
-    /// Starts nothing more: tells every running unit to stop (with `reason`), and skips
-    /// every step and item not yet started.
-    fn halt(&mut self, reason: &str, benign: bool, observer: &dyn Observer) {
-        for (unit, (token, why)) in self.running.iter_mut() {
-            *why = Some(reason.to_string());
-            self.benign[unit.step] |= benign;
-            token.cancel();
-        }
-        self.ready.clear();
-        let mut looping: Vec<usize> = self.loops.keys().copied().collect();
-        looping.sort_unstable();
-        for &i in &looping {
-            self.benign[i] |= benign;
-            let unstarted = self.loops.get(&i).map(Loop::unstarted).unwrap_or_default();
-            for k in unstarted {
-                let outcome = ItemOutcome {
-                    status: StepStatus::Skipped,
-                    error: Some(reason.to_string()),
-                    output: None,
-                    attempts: 0,
-                    duration_ms: None,
-                    resolved: None,
-                };
-                self.end_item(i, k, outcome, observer);
-            }
-        }
-        for j in 0..self.records.len() {
-            if self.records[j].is_none() && !self.running.contains_key(&Unit::step(j)) {
-                self.skip(j, reason.to_string(), observer);
-                self.benign[j] = benign;
-            }
-        }
-        for i in looping {
-            self.conclude_loop_if_done(i, observer);
-        }
-    }
-}
-
-fn describe(status: StepStatus) -> &'static str {
-    match status {
-        StepStatus::Succeeded => "succeeded",
-        StepStatus::Failed => "failed",
-        StepStatus::Skipped => "was skipped",
-        StepStatus::Cancelled => "was cancelled",
-        StepStatus::TimedOut => "timed out",
     }
 }
 

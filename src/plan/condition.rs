@@ -9,6 +9,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
+use super::issue::excerpt;
 use super::names::closest;
 use super::refs::RawRef;
 use super::resolve::{ResolveWarning, read};
@@ -279,7 +280,7 @@ fn reference(value: &Value, problems: &mut Vec<ConditionProblem>, at: &str) -> O
     let broken = !found.is_empty();
     problems.extend(found.into_iter().map(|p| ConditionProblem {
         at: format!("{at}{}", p.at),
-        message: format!("`{}`: {}", p.text, p.message),
+        message: format!("`{}`: {}", excerpt(&p.text), p.message),
     }));
     match template {
         Template::Ref(r) => Some(r),

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::model::{OnError, Strategy};
+use super::strategy::{OnError, Strategy};
 
 /// The `execute_plan` tool description around its example: the format, the reference
 /// forms, strategies and `on_error`. It is sent with every request the model gets, so

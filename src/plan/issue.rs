@@ -10,6 +10,15 @@ use serde_json::Value;
 pub const MAX_ISSUE_CHARS: usize = 400;
 /// Issues shown in full per reply; the rest are counted in one last issue.
 pub const MAX_ISSUES: usize = 20;
+/// Longest excerpt of the plan's own text an issue quotes before saying what is wrong
+/// with it: what it says must still fit in [`MAX_ISSUE_CHARS`] after the quote.
+pub const MAX_QUOTE_CHARS: usize = 80;
+
+/// `text` as an issue quotes it: whole up to [`MAX_QUOTE_CHARS`], else its head and how
+/// much went.
+pub(crate) fn excerpt(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::text::clip(text, MAX_QUOTE_CHARS)
+}
 
 /// One problem with a plan, located so that a model can fix it in one retry.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +185,7 @@ pub enum IssueKind {
         first: usize,
     },
     /// A reference whose syntax is wrong.
-    #[error("bad reference `{text}`: {message}")]
+    #[error("bad reference `{}`: {message}", excerpt(.text))]
     BadReference {
         /// The text as written.
         text: String,

@@ -1,26 +1,32 @@
 //! The plan language: parse every dialect into one model, resolve references, and
 //! validate against the catalog before anything runs. Pure: no I/O.
 //!
-//! `parse` (dialects) → [`Plan`] → `validate` → [`ValidatedPlan`] → the executor, which
-//! asks each ready step's [`PlannedStep`] what to do (`prepare`: its condition, then its
-//! items, value or arguments) as the steps it reads finish. docs/plan-language.md is the
-//! specification.
+//! The pipeline, one folder or file a stage: the wire's JSON → `parse/` → [`Plan`] →
+//! `validate/` → [`ValidatedPlan`] (`validated`) → the executor, which asks each ready
+//! step's [`PlannedStep`] what to do (`ready`: its condition, then its items, value or
+//! arguments) as the steps it reads finish, and reads each call's output (`step_output`).
+//! Beside it: `ids` and `strategy`, which every stage names; the reference language
+//! (`refs`, `query`, `template`, `resolve`, `condition`); what validation checks against
+//! (`tools`, `schema`, `cycles`) and reports (`issue`, `names` for hints); the schedule a
+//! lazy plan shows (`levels`, `diagrams`) and the `execute_plan` text (`describe`).
+//! docs/plan-language.md is the specification.
 
-mod canonical;
 mod condition;
+mod cycles;
 mod describe;
-mod dialects;
-mod graph;
+mod diagrams;
+mod ids;
 mod issue;
-mod model;
+mod levels;
 mod names;
-mod output;
+mod parse;
+mod query;
 mod ready;
 mod refs;
 mod resolve;
-mod schedule;
 mod schema;
-mod steps;
+mod step_output;
+mod strategy;
 mod template;
 mod tools;
 mod validate;
@@ -30,21 +36,24 @@ mod validated;
 mod tests;
 
 pub use condition::{Condition, OPERATORS, Op, truthy};
+pub use cycles::find_cycles;
 pub use describe::{execute_plan_description, execute_plan_input_schema, plan_schema};
-pub use dialects::{MAX_UNWRAP, Unopened, open_wrapper, parse};
-pub use graph::find_cycles;
+pub use diagrams::{dot, mermaid};
+pub use ids::StepId;
 pub use issue::{
     IssueKind, IssueList, MAX_ISSUE_CHARS, MAX_ISSUES, PlanIssue, cap_issues, describe_value,
     render_issues, sort_issues,
 };
-pub use model::{OnError, OutputSlots, Plan, Step, StepId, Strategy};
+pub use levels::{Schedule, schedule};
 pub(crate) use names::fold_name;
-pub use output::{ToolOutcome, output_value, parse_text, tool_outcome};
+pub use parse::{MAX_UNWRAP, OutputSlots, Plan, Step, Unopened, open_wrapper, parse};
+pub use query::JsonQuery;
 pub use ready::{CONDITION_FALSE, Prepared};
-pub use refs::{JsonQuery, PathSeg, RawRef, RawRoot, select};
+pub use refs::{PathSeg, RawRef, RawRoot, select};
 pub use resolve::ResolveWarning;
-pub use schedule::{Schedule, dot, mermaid, schedule};
 pub use schema::check_args;
+pub use step_output::{ToolOutcome, output_value, parse_text, tool_outcome};
+pub use strategy::{OnError, Strategy};
 pub use template::{Piece, Ref, RefSource, Template};
 pub use tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool};
 pub use validate::{DEFAULT_PIPE_TO, EXECUTE_PLAN_TOOL, validate};
@@ -93,7 +102,7 @@ fn check(
     board: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<ValidatedPlan, Vec<PlanIssue>> {
     names::reset_hint_budget();
-    let (mut plan, mut issues) = dialects::parse_lenient(value);
+    let (mut plan, mut issues) = parse::parse_lenient(value);
     // Only what the plan reads from before: the rest of the board stays out of its
     // inputs (and out of what an approval shows).
     let from_board: serde_json::Map<String, Value> = plan

@@ -3,8 +3,10 @@
 
 use serde_json::{Map, Value};
 
-use super::model::StepId;
-use super::refs::{self, JsonQuery, PathSeg, RawRef, ScannedPiece};
+use super::ids::StepId;
+use super::issue::excerpt;
+use super::query::JsonQuery;
+use super::refs::{self, PathSeg, RawRef, ScannedPiece};
 
 /// What a validated reference reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -229,7 +231,7 @@ fn build(value: &Value, at: &str, problems: &mut Vec<SyntaxProblem>) -> Template
 
 fn build_string(text: &str, at: &str, problems: &mut Vec<SyntaxProblem>) -> Template<RawRef> {
     let mut fail = |message: String| {
-        let repeated = format!("`{text}`: ");
+        let repeated = format!("`{}`: ", excerpt(text));
         let message = message
             .strip_prefix(&repeated)
             .map(str::to_owned)

@@ -6,9 +6,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::condition::Condition;
+use super::ids::StepId;
 use super::issue::PlanIssue;
-use super::model::{OnError, OutputSlots, StepId, Strategy};
+use super::parse::OutputSlots;
 use super::resolve::ResolveWarning;
+use super::strategy::{OnError, Strategy};
 use super::template::{Ref, RefSource, Template};
 
 /// Default cap on steps per plan; `[proxy] max_plan_steps` overrides it.
@@ -265,7 +267,7 @@ where
     }
 }
 
-/// A plan that passed validation. Only [`super::validate`] builds one.
+/// A plan that passed validation. Only [`super::validate()`] builds one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidatedPlan {
     pub(super) goal: Option<String>,

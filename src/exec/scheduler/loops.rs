@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use super::{Outcome, Phase, Run, Unit, describe};
+use super::outcomes::{Outcome, describe};
+use super::{Phase, Run, Unit};
 use crate::exec::Observer;
 use crate::exec::foreach::{ItemOutcome, Loop};
 use crate::exec::record::{StepStatus, millis};

@@ -141,3 +141,61 @@ async fn a_step_with_a_jsonpath_query_is_resolved_off_the_io_thread_and_recorded
         "the missing path is warned about"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn step_and_plan_timeouts_end_steps_as_timed_out() {
+    let p = plan(json!({"timeout_ms": 300, "steps": [
+        {"id": "quick_limit", "tool": "t__hang", "timeout_ms": 100},
+        {"id": "forever", "tool": "t__hang"},
+        {"id": "never", "tool": "t__sleep", "args": {"ms": 1, "x": "$ref:forever"}}
+    ]}));
+    let (record, fake, took) = exec(&p, &settings()).await;
+    assert_eq!(took, ms(300));
+    assert_eq!(
+        status(&record, "quick_limit"),
+        (StepStatus::TimedOut, Some("timed out after 100 ms".into()))
+    );
+    assert_eq!(
+        status(&record, "forever"),
+        (
+            StepStatus::TimedOut,
+            Some("the plan timed out after 300 ms".into())
+        )
+    );
+    assert_eq!(
+        status(&record, "never"),
+        (
+            StepStatus::Skipped,
+            Some("the plan timed out after 300 ms".into())
+        )
+    );
+    assert!(fake.cancelled("quick_limit") && fake.cancelled("forever"));
+    assert_eq!(record.status, RunStatus::Failed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_the_plan_stops_everything_promptly() {
+    let p = plan(json!({"steps": [
+        {"id": "a", "tool": "t__hang"},
+        {"id": "b", "tool": "t__sleep", "args": {"ms": 10, "x": "$ref:a"}}
+    ]}));
+    let fake = Arc::new(Fake::default());
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(ms(150)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let record = run(&p, fake.clone(), &settings(), &Quiet, cancel).await;
+    assert_eq!(started.elapsed(), ms(150));
+    assert_eq!(
+        status(&record, "a"),
+        (StepStatus::Cancelled, Some("the plan was cancelled".into()))
+    );
+    assert_eq!(
+        status(&record, "b"),
+        (StepStatus::Skipped, Some("the plan was cancelled".into()))
+    );
+    assert!(fake.cancelled("a"));
+}

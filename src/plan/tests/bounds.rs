@@ -72,3 +72,33 @@ fn a_tangle_of_references_is_one_cycle() {
     assert_eq!(cycles, 1, "{}", render_issues(&found));
     assert!(render_issues(&found).len() < 4_096);
 }
+
+#[test]
+fn a_reference_longer_than_the_limit_is_refused_with_it() {
+    let path = "b.".repeat(2_500_000) + "b";
+    let written = [
+        json!(format!("$ref:a.{path}")),
+        json!(format!("say ${{a.{path}}}")),
+        json!({"$ref": format!("a.{path}")}),
+    ];
+    for x in written {
+        let found = issues(json!({"steps": [
+            {"id": "a", "tool": "chaos__echo", "args": {}},
+            {"id": "b", "tool": "chaos__echo", "args": {"x": x}}
+        ]}));
+        let text = render_issues(&found);
+        assert_eq!(found.len(), 1, "{text}");
+        assert_eq!(found[0].location, "steps[1].args.x");
+        assert!(
+            matches!(&found[0].kind, IssueKind::BadReference { .. }),
+            "{text}"
+        );
+        // What the model reads names the limit, after a short quote of the reference.
+        assert!(
+            found[0]
+                .message()
+                .ends_with("bytes long; at most 4096 are allowed"),
+            "{text}"
+        );
+    }
+}

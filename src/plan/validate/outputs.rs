@@ -1,8 +1,8 @@
 //! What a plan asks back: the `outputs` list, or its named selections bound to steps.
 
 use super::Validator;
+use crate::plan::ids::StepId;
 use crate::plan::issue::IssueKind;
-use crate::plan::model::StepId;
 use crate::plan::refs::{self, RawRef, RawRoot};
 use crate::plan::template::{Ref, RefSource, Template};
 

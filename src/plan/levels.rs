@@ -1,15 +1,17 @@
-//! The schedule of a validated plan — dependency levels, the critical path, what each
-//! step waits for — and pictures of it as text, a Mermaid flowchart and Graphviz DOT.
+//! The schedule a validated plan would follow, for reading: dependency levels, the
+//! critical path, what each step waits for; as data (a lazy plan's answer) and as text
+//! (`planmux validate`). `diagrams` draws the same graph.
 //!
-//! Levels are for reading only: the executor starts each step as soon as what it
-//! waits for has finished, not level by level.
+//! Levels are for reading only: the executor (`exec::scheduler`) starts each step as
+//! soon as what it waits for has finished, not level by level.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::model::{StepId, Strategy};
 use serde_json::{Map, Value, json};
 
+use super::ids::StepId;
+use super::strategy::Strategy;
 use super::validated::{DependencyKind, StepKind, ValidatedPlan};
 
 /// The shape of a plan's run.
@@ -229,87 +231,4 @@ impl Schedule {
         }
         out
     }
-}
-
-/// Text safe inside a double-quoted Mermaid label or DOT string.
-fn label(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('"', "'")
-}
-
-/// The plan as a Mermaid flowchart (data flows down the arrows; output steps are bold).
-pub fn mermaid(plan: &ValidatedPlan) -> String {
-    let mut out = String::from("flowchart TD\n");
-    let node = |i: usize| format!("s{i}");
-    for step in plan.steps() {
-        let _ = writeln!(
-            out,
-            "    {}[\"{}<br/>{}\"]",
-            node(step.index),
-            label(step.id.as_str()),
-            label(step.shown_tool())
-        );
-    }
-    for step in plan.steps() {
-        for dep in &step.depends_on {
-            let Some(from) = plan.step(&dep.step) else {
-                continue;
-            };
-            let arrow = match dep.kind {
-                DependencyKind::Output => "-->",
-                DependencyKind::Error => "-.->|on error|",
-                DependencyKind::After => "-->|after|",
-                DependencyKind::Sequence => "-.->",
-            };
-            let _ = writeln!(out, "    {} {arrow} {}", node(from.index), node(step.index));
-        }
-    }
-    let outputs: Vec<String> = plan
-        .outputs()
-        .iter()
-        .filter_map(|id| plan.step(id))
-        .map(|s| node(s.index))
-        .collect();
-    if !outputs.is_empty() {
-        out.push_str("    classDef output stroke-width:3px\n");
-        let _ = writeln!(out, "    class {} output", outputs.join(","));
-    }
-    out
-}
-
-/// The plan as a Graphviz digraph (data flows along the edges; output steps are bold).
-pub fn dot(plan: &ValidatedPlan) -> String {
-    let mut out = String::from("digraph plan {\n    rankdir=TB;\n    node [shape=box];\n");
-    let outputs = plan.outputs();
-    for step in plan.steps() {
-        let bold = if outputs.contains(&step.id) {
-            ", style=bold"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            out,
-            "    \"{}\" [label=\"{}\\n{}\"{bold}];",
-            label(step.id.as_str()),
-            label(step.id.as_str()),
-            label(step.shown_tool())
-        );
-    }
-    for step in plan.steps() {
-        for dep in &step.depends_on {
-            let style = match dep.kind {
-                DependencyKind::Output => "",
-                DependencyKind::Error => " [style=dashed, label=\"on error\"]",
-                DependencyKind::After => " [label=\"after\"]",
-                DependencyKind::Sequence => " [style=dotted]",
-            };
-            let _ = writeln!(
-                out,
-                "    \"{}\" -> \"{}\"{style};",
-                label(dep.step.as_str()),
-                label(step.id.as_str())
-            );
-        }
-    }
-    out.push_str("}\n");
-    out
 }

@@ -1,163 +1,17 @@
-//! The canonical plan: what every dialect is normalised into before validation.
+//! The parsed plan: what every dialect is normalised into before validation.
 //!
 //! A [`Plan`] is the parsed, not yet checked form. It still names tools the way the
 //! model wrote them and references steps by whatever the model wrote (`cpu`,
-//! `steps[1]`, `†state.language`); [`super::validate`] turns it into a
-//! [`super::ValidatedPlan`].
-
-use std::fmt;
+//! `steps[1]`, `†state.language`); `plan::validate` turns it into a
+//! [`ValidatedPlan`](crate::plan::ValidatedPlan).
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::condition::Condition;
-use super::names::fold_name;
-use super::refs::RawRef;
-use super::template::Template;
-
-/// The identifier of a step inside one plan (`cpu`, or `s2` when the model gave none).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct StepId(String);
-
-impl StepId {
-    /// Wraps an identifier; validation checks that it is well formed and unique.
-    pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
-    }
-
-    /// The default id of the step at 0-based `index`: `s1`, `s2`, ….
-    pub fn positional(index: usize) -> Self {
-        Self(format!("s{}", index + 1))
-    }
-
-    /// The identifier as written.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for StepId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl AsRef<str> for StepId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-/// How the steps of a plan are scheduled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Strategy {
-    /// A dependency graph: each step starts when what it reads has finished.
-    #[default]
-    Auto,
-    /// The same graph as `Auto`; accepted because models and seed dialects say it.
-    Parallel,
-    /// One step at a time, in listed order.
-    Sequential,
-    /// Listed order, and each step also receives the previous step's output.
-    Chained,
-    /// All steps at once; the first success wins and the rest are cancelled.
-    Competitive,
-}
-
-impl Strategy {
-    /// Every strategy with its canonical name, for parsing and for messages.
-    pub const ALL: [(Strategy, &'static str); 5] = [
-        (Strategy::Auto, "auto"),
-        (Strategy::Parallel, "parallel"),
-        (Strategy::Sequential, "sequential"),
-        (Strategy::Chained, "chained"),
-        (Strategy::Competitive, "competitive"),
-    ];
-
-    /// The canonical (snake_case) name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::Auto => "auto",
-            Strategy::Parallel => "parallel",
-            Strategy::Sequential => "sequential",
-            Strategy::Chained => "chained",
-            Strategy::Competitive => "competitive",
-        }
-    }
-
-    /// Parses a strategy in any case (`AUTO`, `Parallel`, `planType: "CHAINED"`). Seed
-    /// 002's `CONDITIONAL` and `ITERATIVE` are `auto`: their branches and loops are the
-    /// steps' `when` and `foreach`.
-    pub fn parse(text: &str) -> Option<Self> {
-        let key = fold_name(text);
-        if key == "conditional" || key == "iterative" {
-            return Some(Strategy::Auto);
-        }
-        Self::ALL
-            .iter()
-            .find(|(_, name)| fold_name(name) == key)
-            .map(|(strategy, _)| *strategy)
-    }
-
-    /// Whether steps run strictly in listed order, so a reference may only look back.
-    pub fn is_ordered(self) -> bool {
-        matches!(self, Strategy::Sequential | Strategy::Chained)
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What a step failure does to the rest of the plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnError {
-    /// Dependents of a failed step are skipped; independent steps run on.
-    #[default]
-    FailForward,
-    /// The first failure cancels everything still running.
-    FailFast,
-    /// A failed step's error text becomes its output and dependents run.
-    Continue,
-}
-
-impl OnError {
-    /// Every policy with its canonical name.
-    pub const ALL: [(OnError, &'static str); 3] = [
-        (OnError::FailForward, "fail_forward"),
-        (OnError::FailFast, "fail_fast"),
-        (OnError::Continue, "continue"),
-    ];
-
-    /// The canonical (snake_case) name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnError::FailForward => "fail_forward",
-            OnError::FailFast => "fail_fast",
-            OnError::Continue => "continue",
-        }
-    }
-
-    /// Parses a policy in any case and with `_`, `-` or nothing between words.
-    pub fn parse(text: &str) -> Option<Self> {
-        let key = fold_name(text);
-        Self::ALL
-            .iter()
-            .find(|(_, name)| fold_name(name) == key)
-            .map(|(policy, _)| *policy)
-    }
-}
-
-impl fmt::Display for OnError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::plan::condition::Condition;
+use crate::plan::refs::{PathSeg, RawRef, RawRoot};
+use crate::plan::strategy::{OnError, Strategy};
+use crate::plan::template::Template;
 
 /// A parsed plan in canonical form, before it is checked against the catalog.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -192,9 +46,7 @@ impl Plan {
     /// order first read: what a pipeline's derived input schema lists.
     pub fn inputs_read(&self) -> Vec<String> {
         self.read(&|r: &RawRef| match (&r.root, r.path.first()) {
-            (super::refs::RawRoot::Input, Some(super::refs::PathSeg::Key(name))) => {
-                Some(name.clone())
-            }
+            (RawRoot::Input, Some(PathSeg::Key(name))) => Some(name.clone()),
             _ => None,
         })
     }
@@ -209,9 +61,7 @@ impl Plan {
             .flat_map(|o| std::iter::once(o.success.as_str()).chain(o.error.as_deref()))
             .collect();
         self.read(&|r: &RawRef| match &r.root {
-            super::refs::RawRoot::State(slot) if !written.contains(&slot.as_str()) => {
-                Some(slot.clone())
-            }
+            RawRoot::State(slot) if !written.contains(&slot.as_str()) => Some(slot.clone()),
             _ => None,
         })
     }

@@ -4,10 +4,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::condition::Condition;
-use super::model::{Plan, Step};
-use super::refs::{RawRef, RawRoot, format_path};
-use super::template::{Template, Writer};
+use super::plan::{Plan, Step};
+use crate::plan::condition::Condition;
+use crate::plan::refs::{RawRef, RawRoot, format_path};
+use crate::plan::template::{Template, Writer};
 
 impl RawRef {
     /// The reference in canonical text: `STEP.PATH`, `steps[N].PATH` or `input.PATH`

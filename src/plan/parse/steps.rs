@@ -3,14 +3,16 @@
 
 use serde_json::{Map, Value};
 
-use super::condition::Condition;
-use super::dialects::{Parser, first_of, parse_json_text};
-use super::issue::IssueKind;
-use super::model::{OutputSlots, Step, StepId};
-use super::names::closest;
-use super::refs::{self, RawRef};
-use super::template::Template;
-use super::tools::RESOURCE_TOOL;
+use super::plan::{OutputSlots, Step};
+use super::wrapper::parse_json_text;
+use super::{Parser, first_of};
+use crate::plan::condition::Condition;
+use crate::plan::ids::StepId;
+use crate::plan::issue::IssueKind;
+use crate::plan::names::closest;
+use crate::plan::refs::{self, RawRef};
+use crate::plan::template::Template;
+use crate::plan::tools::RESOURCE_TOOL;
 
 const STEP_FIELDS: &[&str] = &[
     "id",

@@ -1,4 +1,5 @@
-//! Parsing: every accepted plan dialect into the canonical [`Plan`].
+//! Parsing, the first stage of the pipeline (wire → [`Plan`] → validated): every
+//! accepted plan dialect into the one parsed [`Plan`], every problem met reported.
 //!
 //! Accepted shapes (docs/plan-language.md has examples of each):
 //! - the canonical object, with field aliases from the seed dialects;
@@ -6,14 +7,20 @@
 //! - a bare array of steps, including seed 004's `{"_tool": …, "_outputPath": …}` calls,
 //!   and `{"calls": [...]}` around such an array.
 
+mod canonical;
+mod plan;
+mod steps;
+mod wrapper;
+
+pub use plan::{OutputSlots, Plan, Step};
+pub use wrapper::{MAX_UNWRAP, Unopened, open_wrapper};
+
 use serde_json::{Map, Value};
 
-use super::issue::{IssueKind, PlanIssue, describe_value, sort_issues};
-use super::model::{OnError, Plan, Strategy};
-use super::names::{closest, fold_name};
-
-/// How deep `{"plan": "<json string>"}` may nest before we stop unwrapping.
-pub const MAX_UNWRAP: usize = 4;
+use crate::plan::issue::{IssueKind, PlanIssue, describe_value, sort_issues};
+use crate::plan::names::{closest, fold_name};
+use crate::plan::strategy::{OnError, Strategy};
+use wrapper::parse_json_text;
 
 const PLAN_FIELDS: &[&str] = &[
     "goal",
@@ -41,9 +48,9 @@ pub fn parse(value: &Value) -> Result<Plan, Vec<PlanIssue>> {
 }
 
 /// Parses as far as possible: the plan with broken parts left at their defaults, and
-/// every problem met. Lets [`super::prepare`] validate the rest and report everything
+/// every problem met. Lets [`crate::plan::prepare`] validate the rest and report everything
 /// at once.
-pub(crate) fn parse_lenient(value: &Value) -> (Plan, Vec<PlanIssue>) {
+pub(super) fn parse_lenient(value: &Value) -> (Plan, Vec<PlanIssue>) {
     let mut parser = Parser::default();
     let plan = parser.plan(value, 0);
     let mut issues = parser.issues;
@@ -52,117 +59,11 @@ pub(crate) fn parse_lenient(value: &Value) -> (Plan, Vec<PlanIssue>) {
 }
 
 #[derive(Default)]
-pub(super) struct Parser {
-    pub(super) issues: Vec<PlanIssue>,
+struct Parser {
+    issues: Vec<PlanIssue>,
 }
 
-/// Reads a JSON string as JSON, reporting where it breaks.
-pub(super) fn parse_json_text(text: &str) -> Result<Value, IssueKind> {
-    serde_json::from_str(text).or_else(|e| {
-        // Plans written as in the seeds' articles may carry `//` notes (`"content":
-        // "${weather.result}"  // Magic happens here`): without them, the plan may be
-        // fine. A plan that is still not JSON gets the error of the text as sent.
-        without_comments(text)
-            .and_then(|bare| serde_json::from_str(&bare).ok())
-            .ok_or_else(|| IssueKind::MalformedJson {
-                line: e.line(),
-                column: e.column(),
-                message: strip_position(&e.to_string()),
-            })
-    })
-}
-
-/// `text` without its `//` and `/* */` comments (outside strings; a line comment's
-/// newline stays, so positions keep their lines), or `None` when it has none.
-fn without_comments(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let (mut in_string, mut found) = (false, false);
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            match c {
-                '\\' => out.extend(chars.next()),
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match (c, chars.peek()) {
-            ('"', _) => {
-                in_string = true;
-                out.push(c);
-            }
-            ('/', Some('/')) => {
-                found = true;
-                while chars.next_if(|&c| c != '\n').is_some() {}
-            }
-            ('/', Some('*')) => {
-                found = true;
-                chars.next();
-                let mut last = ' ';
-                for c in chars.by_ref() {
-                    if last == '*' && c == '/' {
-                        break;
-                    }
-                    if c == '\n' {
-                        out.push(c);
-                    }
-                    last = c;
-                }
-                out.push(' ');
-            }
-            _ => out.push(c),
-        }
-    }
-    found.then_some(out)
-}
-
-/// Why a `{"plan": …}` wrapper could not be opened.
-pub enum Unopened {
-    /// Its plan is JSON text that does not parse.
-    Text(IssueKind),
-    /// Its plan is neither an object, steps nor their text: this.
-    Shape(Value),
-}
-
-/// One `{"plan": …}` wrapper (`outer`, at wrapping `depth`) opened: its plan (an object,
-/// steps, or their JSON text, text nested up to [`MAX_UNWRAP`] deep) as a plan object,
-/// the wrapper's other fields (such as `inputs`) filling in what it lacks.
-pub fn open_wrapper(
-    outer: &Map<String, Value>,
-    depth: usize,
-) -> Result<Map<String, Value>, Unopened> {
-    let mut inner = outer.get("plan").cloned().unwrap_or(Value::Null);
-    for _ in depth..MAX_UNWRAP {
-        let Value::String(text) = &inner else { break };
-        inner = parse_json_text(text).map_err(Unopened::Text)?;
-    }
-    let mut merged = match inner {
-        Value::Object(map) => map,
-        Value::Array(steps) => Map::from_iter([("steps".to_owned(), Value::Array(steps))]),
-        other => return Err(Unopened::Shape(other)),
-    };
-    for (key, item) in outer {
-        if key != "plan" && !merged.contains_key(key) {
-            merged.insert(key.clone(), item.clone());
-        }
-    }
-    Ok(merged)
-}
-
-/// serde_json appends " at line L column C"; the issue says that itself.
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(at) => message[..at].to_owned(),
-        None => message.to_owned(),
-    }
-}
-
-pub(super) fn first_of<'a>(
-    map: &'a Map<String, Value>,
-    names: &[&str],
-) -> Option<(&'a str, &'a Value)> {
+fn first_of<'a>(map: &'a Map<String, Value>, names: &[&str]) -> Option<(&'a str, &'a Value)> {
     names
         .iter()
         .find_map(|name| map.get_key_value(*name))
@@ -170,11 +71,11 @@ pub(super) fn first_of<'a>(
 }
 
 impl Parser {
-    pub(super) fn issue(&mut self, location: impl Into<String>, kind: IssueKind) {
+    fn issue(&mut self, location: impl Into<String>, kind: IssueKind) {
         self.issues.push(PlanIssue::new(location, kind));
     }
 
-    pub(super) fn shape(&mut self, location: impl Into<String>, expected: &str, found: &Value) {
+    fn shape(&mut self, location: impl Into<String>, expected: &str, found: &Value) {
         let kind = IssueKind::WrongShape {
             expected: expected.into(),
             found: describe_value(found),
@@ -385,7 +286,7 @@ impl Parser {
     }
 
     /// A list of step names; a single string counts as a list of one.
-    pub(super) fn string_list(&mut self, key: &str, value: &Value) -> Option<Vec<String>> {
+    fn string_list(&mut self, key: &str, value: &Value) -> Option<Vec<String>> {
         match value {
             Value::Null => None,
             Value::String(one) => Some(vec![one.clone()]),
@@ -409,7 +310,7 @@ impl Parser {
         }
     }
 
-    pub(super) fn number(&mut self, location: impl Into<String>, value: &Value) -> Option<u64> {
+    fn number(&mut self, location: impl Into<String>, value: &Value) -> Option<u64> {
         match value {
             Value::Null => None,
             Value::Number(n) if n.as_u64().is_some() => n.as_u64(),
