@@ -166,7 +166,9 @@ fn a_too_deep_downstream_answer_fails_at_once() -> R {
 }
 
 /// A 130-step chain where each step echoes the previous output nests its values past
-/// serde's default 128 levels: it must run, not time out.
+/// serde's default 128 levels: it must run, not time out, and its answer must stay
+/// parseable by hosts (serde_json's 128 levels): the output is cut below 64 levels, saying
+/// so, as a size cut would.
 #[test]
 fn a_long_echo_chain_runs_past_serdes_nesting_limit() -> R {
     let config = "[servers.chaos]\nbuiltin = \"chaos\"\n";
@@ -189,7 +191,12 @@ fn a_long_echo_chain_runs_past_serdes_nesting_limit() -> R {
         inner = next;
         depth += 1;
     }
-    assert_eq!((depth, inner), (130, &json!(0)));
+    let cut = inner.as_str().unwrap_or_default();
+    assert!(
+        depth <= 64 && cut.starts_with("…[nested deeper than 64 levels"),
+        "{depth}: {inner}"
+    );
+    assert_eq!(result["truncated"]["s129"]["max_depth"], 64, "{result}");
     raw.finish()?;
     Ok(())
 }
