@@ -369,9 +369,9 @@ impl Passthrough {
                 None
             }
             (Err(Refused::Answer(answer)), Stage::Admitting(_)) => Some(answer),
-            // Its table told the host already.
-            (Err(Refused::Told), _) => return None,
-            (Ok(_) | Err(Refused::Answer(_)), Stage::Cancelled(_) | Stage::Sent(_)) => None,
+            // Its table told the host already, or the host cancelled it.
+            (Err(Refused::Told), _)
+            | (Ok(_) | Err(Refused::Answer(_)), Stage::Cancelled(_) | Stage::Sent(_)) => None,
         };
         in_flight.remove(key);
         answer
