@@ -525,3 +525,31 @@ impl Proxy {
         Ok(())
     }
 }
+
+/// The library's files, with their paths under `src/` and their text.
+pub fn sources() -> anyhow::Result<Vec<(String, String)>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    let mut folders: Vec<PathBuf> = vec![root.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(folder)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let name = path.strip_prefix(&root)?.display().to_string();
+                files.push((name, std::fs::read_to_string(&path)?));
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// A file's code outside its unit tests (a test file is all tests).
+pub fn code<'a>(name: &str, text: &'a str) -> &'a str {
+    if name.ends_with("tests.rs") || name.contains("tests/") {
+        return "";
+    }
+    text.split("#[cfg(test)]").next().unwrap_or_default()
+}

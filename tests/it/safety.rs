@@ -394,29 +394,11 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
 /// new path that builds its own request, or calls a peer's `call_tool`, fails here.
 #[test]
 fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    let mut folders = vec![root.clone()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(folder)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                folders.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
     let mut builds = Vec::new();
     let mut proofs = Vec::new();
-    for path in files {
-        let name = path.strip_prefix(&root)?.display().to_string();
-        // Unit tests act as hosts, calling planmux itself: not a way to a downstream.
-        if name.ends_with("tests.rs") || name.contains("tests/") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path)?;
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    // Unit tests act as hosts, calling planmux itself: not a way to a downstream.
+    for (name, text) in common::sources()? {
+        let code = common::code(&name, &text);
         let mut function = String::new();
         let mut authorized = false;
         for line in code.lines() {
@@ -467,7 +449,11 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
         ("downstream/route.rs", "pub async fn send("),
         ("downstream/route.rs", "pub(crate) async fn call("),
     ] {
-        let text = std::fs::read_to_string(root.join(file))?;
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("src")
+                .join(file),
+        )?;
         let signature = text
             .split(function)
             .nth(1)

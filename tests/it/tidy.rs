@@ -4,7 +4,9 @@
 //! errors only at the boundaries that answer peers, and starts processes only in the
 //! transport. The checkpoint's own scan is in `safety.rs`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::common;
 
 /// Most lines a source file may have: one concept, read in one sitting.
 const LINE_BUDGET: usize = 600;
@@ -114,37 +116,9 @@ const ERRORS: &[&str] = &["upstream", "wire/", "downstream/relay.rs", "demo/"];
 /// Where processes are started: the transport, which puts each in its own group.
 const COMMANDS: &[&str] = &["downstream/transport.rs"];
 
-/// The library's files, with their paths under `src/` and their text.
-fn sources() -> anyhow::Result<Vec<(String, String)>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    let mut folders: Vec<PathBuf> = vec![root.clone()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(folder)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                folders.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let name = path.strip_prefix(&root)?.display().to_string();
-                files.push((name, std::fs::read_to_string(&path)?));
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// A file's code outside its unit tests (a test file is all tests).
-fn code<'a>(name: &str, text: &'a str) -> &'a str {
-    if name.ends_with("tests.rs") || name.contains("tests/") {
-        return "";
-    }
-    text.split("#[cfg(test)]").next().unwrap_or_default()
-}
-
 #[test]
 fn every_file_says_what_it_is() -> anyhow::Result<()> {
-    let silent: Vec<String> = sources()?
+    let silent: Vec<String> = common::sources()?
         .into_iter()
         .filter(|(_, text)| !text.starts_with("//!"))
         .map(|(name, _)| name)
@@ -156,7 +130,7 @@ fn every_file_says_what_it_is() -> anyhow::Result<()> {
 #[test]
 fn every_file_is_read_in_one_sitting() -> anyhow::Result<()> {
     let mut over = Vec::new();
-    for (name, text) in sources()? {
+    for (name, text) in common::sources()? {
         let lines = text.lines().count();
         let allowed = OVER_BUDGET
             .iter()
@@ -182,8 +156,8 @@ fn every_file_is_read_in_one_sitting() -> anyhow::Result<()> {
 #[test]
 fn background_work_is_spawned_only_where_an_owner_keeps_it() -> anyhow::Result<()> {
     let mut found = Vec::new();
-    for (name, text) in sources()? {
-        for line in code(&name, &text).lines() {
+    for (name, text) in common::sources()? {
+        for line in common::code(&name, &text).lines() {
             let line = line.trim();
             let spawns = [
                 "tokio::spawn(",
@@ -219,9 +193,9 @@ fn background_work_is_spawned_only_where_an_owner_keeps_it() -> anyhow::Result<(
 
 #[test]
 fn mcp_errors_are_built_only_at_the_boundaries() -> anyhow::Result<()> {
-    let built: Vec<String> = sources()?
+    let built: Vec<String> = common::sources()?
         .into_iter()
-        .filter(|(name, text)| code(name, text).contains("ErrorData::"))
+        .filter(|(name, text)| common::code(name, text).contains("ErrorData::"))
         .map(|(name, _)| name)
         .filter(|name| !ERRORS.iter().any(|place| name.starts_with(place)))
         .collect();
@@ -234,9 +208,9 @@ fn mcp_errors_are_built_only_at_the_boundaries() -> anyhow::Result<()> {
 
 #[test]
 fn processes_are_started_only_by_the_transport() -> anyhow::Result<()> {
-    let starting: Vec<String> = sources()?
+    let starting: Vec<String> = common::sources()?
         .into_iter()
-        .filter(|(name, text)| code(name, text).contains("Command::new"))
+        .filter(|(name, text)| common::code(name, text).contains("Command::new"))
         .map(|(name, _)| name)
         .filter(|name| !COMMANDS.contains(&name.as_str()))
         .collect();
