@@ -97,7 +97,7 @@ pub async fn serve_http(
     let downstreams = Downstreams::new(config, host.clone());
     let starting = tokio::spawn({
         let downstreams = downstreams.clone();
-        async move { downstreams.connect_all().await }
+        async move { downstreams.start_all().await }
     });
     let reloading = tokio::spawn(crate::reload::watch(
         config.clone(),

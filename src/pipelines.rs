@@ -44,6 +44,9 @@ pub struct Ready {
     pub tool: Tool,
     /// Steps in its plan.
     pub steps: usize,
+    /// The servers its steps call, those of the pipelines it calls included (a step that
+    /// reads a resource names none: its server is known only when it runs).
+    pub servers: Vec<String>,
 }
 
 impl Pipelines {
@@ -119,9 +122,9 @@ impl Pipelines {
             return Vec::new();
         }
         let mut specs: Vec<ToolSpec> = tools.to_vec();
-        let mut states = Vec::new();
+        let mut states: Vec<PipelineState> = Vec::new();
         for pipeline in &self.list {
-            let ready = ready(pipeline, &specs, limits);
+            let ready = ready(pipeline, &specs, limits, &states);
             if let Ok(ready) = &ready {
                 specs.push(ready.spec.clone());
             }
@@ -134,7 +137,12 @@ impl Pipelines {
     }
 }
 
-fn ready(pipeline: &PipelineConfig, specs: &[ToolSpec], limits: &Limits) -> Result<Ready, String> {
+fn ready(
+    pipeline: &PipelineConfig,
+    specs: &[ToolSpec],
+    limits: &Limits,
+    called: &[PipelineState],
+) -> Result<Ready, String> {
     let name = &pipeline.name;
     if let Some(taken) = specs.iter().find(|s| s.exported == *name) {
         return Err(format!(
@@ -187,10 +195,22 @@ fn ready(pipeline: &PipelineConfig, specs: &[ToolSpec], limits: &Limits) -> Resu
                 .idempotent(false)
                 .open_world(true),
         );
+    let mut servers: Vec<String> = Vec::new();
+    for step in plan.steps() {
+        let nested = called
+            .iter()
+            .filter(|c| step.server == PIPELINE_SERVER && c.name == step.tool)
+            .filter_map(|c| c.ready.as_ref().ok());
+        let named = nested.flat_map(|r| r.servers.iter().cloned());
+        servers.extend(named.chain((step.server != PIPELINE_SERVER).then(|| step.server.clone())));
+    }
+    servers.sort();
+    servers.dedup();
     Ok(Ready {
         spec,
         tool,
         steps: plan.steps().len(),
+        servers,
     })
 }
 

@@ -169,14 +169,95 @@ impl PlanRunner {
     ///
     /// The plan starts from the state slots `owner`'s earlier runs wrote (seed 004's
     /// whiteboard; none without a session).
+    ///
+    /// Only the servers the plan names are waited for (started, if they were not): the
+    /// plan is validated against the catalog as it is (what servers still starting
+    /// listed last time included), then, once the servers its steps call (or its
+    /// unknown tools name) have listed, again against their own lists. A plan whose
+    /// tools only every server's list can tell (a bare unknown name, a resource step)
+    /// waits for every server.
     pub async fn check(
         &self,
         arguments: Value,
         owner: Option<u64>,
         cancel: &CancellationToken,
     ) -> Result<Checked, Unchecked> {
-        // Validation needs the whole catalog: wait for the servers' first start.
-        self.downstreams.started().await;
+        let mut widened = false;
+        // Each turn starts some servers or ends: at most once the named ones, once all.
+        for _ in 0..3 {
+            let checked = self.check_now(arguments.clone(), owner, cancel).await;
+            let starting = self.downstreams.starting();
+            if starting.is_empty() {
+                return checked;
+            }
+            let wanted = match &checked {
+                Ok(checked) => self.servers_of(&checked.plan),
+                Err(Unchecked::Invalid(issues)) => self.servers_named(issues),
+                Err(Unchecked::Unfinished(_)) => return checked,
+            };
+            match wanted.map(|w| {
+                w.into_iter()
+                    .filter(|s| starting.contains(s))
+                    .collect::<Vec<_>>()
+            }) {
+                Some(wanted) if wanted.is_empty() => return checked,
+                Some(wanted) => self.downstreams.start_only(&wanted).await,
+                None if widened => return checked,
+                None => {
+                    self.downstreams.start_all().await;
+                    widened = true;
+                }
+            }
+        }
+        self.check_now(arguments, owner, cancel).await
+    }
+
+    /// The servers the unknown tools of `issues` name by their prefix (or `server:tool`);
+    /// `None` when one names none (a bare name: any server may have it).
+    fn servers_named(&self, issues: &[PlanIssue]) -> Option<Vec<String>> {
+        let mut servers = Vec::new();
+        for issue in issues {
+            match &issue.kind {
+                IssueKind::UnknownTool { name, .. } => {
+                    servers.push(self.downstreams.server_named_by(name)?);
+                }
+                IssueKind::ServerNotStarted { server, .. } => servers.push(server.clone()),
+                _ => {}
+            }
+        }
+        Some(servers)
+    }
+
+    /// The servers `plan`'s steps call, those of the pipelines it calls included; `None`
+    /// when one is known only when it runs (a resource step).
+    fn servers_of(&self, plan: &ValidatedPlan) -> Option<Vec<String>> {
+        let configured = self.downstreams.servers();
+        let pipelines = self.pipelines();
+        let mut servers = Vec::new();
+        for step in plan.steps() {
+            if step.kind == crate::plan::StepKind::Value {
+                continue;
+            }
+            if configured.iter().any(|s| s.config.name == step.server) {
+                servers.push(step.server.clone());
+                continue;
+            }
+            let pipeline = pipelines
+                .iter()
+                .filter(|p| step.server == crate::pipelines::PIPELINE_SERVER && p.name == step.tool)
+                .find_map(|p| p.ready.as_ref().ok())?;
+            servers.extend(pipeline.servers.iter().cloned());
+        }
+        Some(servers)
+    }
+
+    /// [`Self::check`] against the catalog as it is now.
+    async fn check_now(
+        &self,
+        arguments: Value,
+        owner: Option<u64>,
+        cancel: &CancellationToken,
+    ) -> Result<Checked, Unchecked> {
         let catalog = self.downstreams.catalog();
         let nesting = self.nesting.clone();
         let confirm = self.confirm();

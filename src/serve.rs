@@ -32,7 +32,8 @@ const HOST_ARRIVAL: Duration = Duration::from_secs(1);
 /// `proxy.wire`'s) until the host hangs up or `shutdown` resolves; then stops the calls
 /// in flight and closes every downstream (their processes gone) before returning. The
 /// downstreams start once the host has introduced itself; its handshake is answered when
-/// they are ready, or after `list_grace_ms`.
+/// every server has listed or is remembered from its last start (then at once), or after
+/// `list_grace_ms`.
 pub async fn serve<In>(
     config: &Config,
     transport: LineTransport<RoleServer, In>,
@@ -50,7 +51,7 @@ where
         async move {
             // Servers are offered what the host supports: let it introduce itself first.
             host.arrival(HOST_ARRIVAL).await;
-            downstreams.connect_all().await;
+            downstreams.start_all().await;
             // Each pipeline against the catalog the servers gave.
             for state in runner.pipelines() {
                 match state.ready {

@@ -184,8 +184,9 @@ impl Upstream {
         decision.compact
     }
 
-    /// Waits for the servers' first start: in full for a host that ignores `list_changed`
-    /// (a server announced later would never be seen), else within the list grace.
+    /// Waits until every server has listed (or is remembered from its last start): in
+    /// full for a host that ignores `list_changed` (a server announced later would never
+    /// be seen), else within the list grace.
     async fn settle(&self, context: &RequestContext<RoleServer>) {
         let host = surface::profile(context.client_info().as_ref());
         self.downstreams.settled(!host.list_changed).await;
@@ -249,7 +250,8 @@ impl ServerHandler for Upstream {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        // The answer carries the servers' instructions: give slow servers the list grace.
+        // The answer carries the servers' instructions: those they gave when they last
+        // started, remembered (then it is answered at once), else the list grace.
         context.peer.set_peer_info(request.clone());
         self.session.introduced();
         self.host.set(context.peer.clone());

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::Report;
-use super::servers::with_servers;
+use super::servers::{Start, with_servers};
 use super::terminal::{GREEN, RED, Stream, paint};
 use crate::catalog::Quarantined;
 use crate::config::Config;
@@ -17,7 +17,7 @@ use crate::runner::PlanRunner;
 /// `planmux check`.
 pub async fn check(config: &Config) -> Report {
     let started = Instant::now();
-    let found = with_servers(config, |downstreams| async move {
+    let found = with_servers(config, Start::All, |downstreams| async move {
         let ready_after = started.elapsed();
         let catalog = downstreams.catalog();
         let runner = PlanRunner::new(downstreams.clone(), config);

@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use rmcp::model::Tool;
 
 use super::Report;
-use super::servers::with_servers;
+use super::servers::{Start, with_servers};
 use crate::config::Config;
 
 /// `planmux lock`.
@@ -21,7 +21,7 @@ async fn write_lock(config: &Config, report: &mut Report) -> anyhow::Result<i32>
             "planmux lock writes servers.lock beside a config file, and the built-in config has none (use --config)"
         );
     };
-    let (failed, tools) = with_servers(config, |downstreams| async move {
+    let (failed, tools) = with_servers(config, Start::All, |downstreams| async move {
         let failed: Vec<String> = downstreams
             .statuses()
             .into_iter()

@@ -32,7 +32,7 @@ pub mod validate;
 
 pub use args::{Cli, Command};
 pub use report::Report;
-pub use servers::with_servers;
+pub use servers::{Start, with_servers};
 
 use crate::config::Config;
 

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::servers::with_servers;
+use super::servers::{Start, with_servers};
 use super::terminal::{self, Lines, draw_timeline};
 use super::validate::{invalid, read_plan};
 use super::{EXIT_FAILED, EXIT_INVALID, EXIT_NEEDS_APPROVAL, EXIT_PARTIAL, Report, Signal};
@@ -70,7 +70,7 @@ async fn run_plan(
     let plan = read_plan(source)?;
     let quiet = options.quiet;
     let yes = options.yes;
-    let ran = with_servers(config, |downstreams| async move {
+    let ran = with_servers(config, Start::AsNeeded, |downstreams| async move {
         let runner = PlanRunner::new(downstreams, config);
         let cancel = CancellationToken::new();
         let checked = match runner.check(plan, None, &cancel).await {

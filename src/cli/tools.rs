@@ -3,7 +3,7 @@
 //! planmux's own tools. A server that failed to start is exit code 1, as in `check`.
 
 use super::Report;
-use super::servers::with_servers;
+use super::servers::{Start, with_servers};
 use crate::approval::APPROVE_PLAN_TOOL;
 use crate::config::Config;
 use crate::plan::EXECUTE_PLAN_TOOL;
@@ -13,7 +13,7 @@ use crate::upstream::surface::SEARCH_TOOLS_TOOL;
 
 /// `planmux tools`.
 pub async fn tools(config: &Config) -> Report {
-    with_servers(config, |downstreams| async move {
+    with_servers(config, Start::All, |downstreams| async move {
         let catalog = downstreams.catalog();
         let tools = catalog
             .entries()

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::servers::with_servers;
+use super::servers::{Start, with_servers};
 use super::{EXIT_INVALID, Report};
 use crate::config::Config;
 use crate::plan::{PlanIssue, dot, mermaid, render_issues};
@@ -54,7 +54,7 @@ async fn show(
     report: &mut Report,
 ) -> anyhow::Result<i32> {
     let plan = read_plan(source)?;
-    let outcome = with_servers(config, |downstreams| async move {
+    let outcome = with_servers(config, Start::AsNeeded, |downstreams| async move {
         let runner = PlanRunner::new(downstreams, config);
         runner.check(plan, None, &CancellationToken::new()).await
     })

@@ -43,6 +43,12 @@ impl ToolFields {
         let Some(Value::Array(tools)) = message.get("result").and_then(|r| r.get("tools")) else {
             return;
         };
+        self.keep(tools);
+    }
+
+    /// Keeps each of `tools`' (definitions as a server sent them) fields that rmcp's type
+    /// leaves out.
+    pub fn keep(&self, tools: &[Value]) {
         let mut by_tool = self.by_tool.lock().unwrap_or_else(PoisonError::into_inner);
         for tool in tools {
             let (Some(name), Some(fields)) =

@@ -10,6 +10,7 @@ mod host_link;
 mod offer;
 mod refresh;
 mod relay;
+mod remembered;
 mod resources;
 mod route;
 mod server;
@@ -65,6 +66,13 @@ pub struct Downstreams {
     shutdown: CancellationToken,
     /// True once the first start of every server has ended.
     started: tokio::sync::watch::Sender<bool>,
+    /// Bumped whenever a server's start ends, so waits for some servers look again.
+    progress: tokio::sync::watch::Sender<()>,
+    /// Set when every server's start has begun ([`Self::start_all`]), so it happens once.
+    starting_all: tokio::sync::OnceCell<()>,
+    /// The config file the servers came from: part of what a remembered list is kept
+    /// under.
+    source: String,
     /// URIs that tool results linked, and the server of each.
     links: resources::Links,
     /// How long the host's lists wait for slow servers (`[proxy] list_grace_ms`).
@@ -78,11 +86,11 @@ impl Downstreams {
     /// to start is logged and left out of the catalog; it does not hold up the others.
     pub async fn start(config: &Config, host: Arc<HostLink>) -> Arc<Downstreams> {
         let this = Self::new(config, host);
-        this.connect_all().await;
+        this.start_all().await;
         this
     }
 
-    /// The set of servers, not yet started: [`Self::connect_all`] starts them. Lets the
+    /// The set of servers, not yet started: [`Self::start_all`] starts them. Lets the
     /// MCP server answer the host's handshake while the downstreams are still starting.
     pub fn new(config: &Config, host: Arc<HostLink>) -> Arc<Downstreams> {
         let tracker = TaskTracker::new();
@@ -92,6 +100,7 @@ impl Downstreams {
             .map(|c| {
                 Arc::new(Server::new(
                     c.clone(),
+                    remembered::Remembered::place(&config.source, c),
                     host.clone(),
                     changes.clone(),
                     tracker.clone(),
@@ -108,6 +117,9 @@ impl Downstreams {
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
             started: tokio::sync::watch::channel(false).0,
+            progress: tokio::sync::watch::channel(()).0,
+            starting_all: tokio::sync::OnceCell::new(),
+            source: config.source.clone(),
             links: resources::Links::default(),
             list_grace: config.proxy.list_grace,
             grace_ends: std::sync::OnceLock::new(),
@@ -117,73 +129,96 @@ impl Downstreams {
             changes,
             this.shutdown.clone(),
         ));
+        // What the servers listed when they last started is the catalog until they list.
+        this.rebuild_catalog();
         this
     }
 
-    /// Starts every server concurrently and marks the set started. The catalog is rebuilt
-    /// as each server comes up, so a slow one does not hold back the others' tools; a host
-    /// that already listed them is told of each change.
-    pub async fn connect_all(&self) {
-        let servers = self.servers();
-        futures::future::join_all(servers.iter().map(|s| async move {
-            let _ = s.live().await;
-            let changed = self.rebuild_and_notify().await;
-            if changed.any() {
-                self.host.notify_changed(changed).await;
-            }
-        }))
-        .await;
-        self.started.send_replace(true);
+    /// Starts every server concurrently (once, however often it is called: later calls
+    /// wait for the first) and marks the set started. The catalog is rebuilt as each
+    /// server comes up, so a slow one does not hold back the others' tools; a host that
+    /// already listed them is told of each change.
+    pub async fn start_all(&self) {
+        self.starting_all
+            .get_or_init(|| async {
+                let servers = self.servers();
+                futures::future::join_all(servers.iter().map(|s| self.start_one(s))).await;
+                self.started.send_replace(true);
+                self.progress.send_replace(());
+            })
+            .await;
     }
 
-    /// Waits until every server's first start has ended, or, unless `full`, until the list
-    /// grace (`[proxy] list_grace_ms`) has passed: the host's lists then show what is ready
-    /// and late servers are announced with `list_changed`.
+    /// Starts the servers named `names` (those not running yet) concurrently, each
+    /// within its `startup_timeout_ms`, and waits for them: what `planmux run` and a plan
+    /// need when only some servers matter.
+    pub async fn start_only(&self, names: &[String]) {
+        let servers = self.servers();
+        let wanted = servers.iter().filter(|s| names.contains(&s.config.name));
+        futures::future::join_all(wanted.map(|s| self.start_one(s))).await;
+    }
+
+    /// Starts one server unless it is running, then brings the catalog (and the host)
+    /// up to date with what it listed, or with its absence.
+    async fn start_one(&self, server: &Arc<Server>) {
+        let _ = server.live().await;
+        let changed = self.rebuild_and_notify().await;
+        if changed.any() {
+            self.host.notify_changed(changed).await;
+        }
+        self.progress.send_replace(());
+    }
+
+    /// Whether every server has listed what it offers: its first start ended, or it is
+    /// still starting with what it listed last time remembered (`remembered.rs`).
+    fn all_listed(&self) -> bool {
+        self.is_started()
+            || self
+                .servers()
+                .iter()
+                .all(|s| s.is_recalled() || !matches!(s.state(), State::Starting))
+    }
+
+    /// Waits until every server has listed what it offers (see [`Self::all_listed`]),
+    /// or, unless `full`, until the list grace (`[proxy] list_grace_ms`) has passed: the
+    /// host's lists then show what is known and late servers are announced with
+    /// `list_changed`.
     pub async fn settled(&self, full: bool) {
+        let listed = async {
+            let mut progress = self.progress.subscribe();
+            let _ = progress.wait_for(|()| self.all_listed()).await;
+        };
         if full {
-            self.started().await;
+            listed.await;
         } else {
             let ends = *self
                 .grace_ends
                 .get_or_init(|| tokio::time::Instant::now() + self.list_grace);
-            let _ = tokio::time::timeout_at(ends, self.started()).await;
+            let _ = tokio::time::timeout_at(ends, listed).await;
         }
     }
 
-    /// Waits, within the list grace, for the servers to start; then, if `name` is a tool
-    /// of a server still starting, for that server (within its `startup_timeout_ms`), so a
-    /// call waits only for the server it goes to.
+    /// Waits for the server a call of `name` goes to, and for nothing else: a tool of a
+    /// server still starting (listed from what it listed last time, or not yet listed)
+    /// waits for that server's start, within its `startup_timeout_ms`. A name no server
+    /// has listed waits the list grace for the servers to list.
     async fn ready_for(&self, name: &str) {
-        self.settled(false).await;
-        if self.catalog().get(name).is_some() {
-            return;
-        }
-        let servers = self.servers();
-        let Some(server) = servers
-            .iter()
-            .find(|s| matches!(s.state(), State::Starting) && self.names(s, name))
-        else {
-            return;
-        };
-        let deadline = tokio::time::Instant::now() + server.config.startup_timeout;
-        let mut started = self.started.subscribe();
-        let waiting = || {
-            let catalog = self.catalog();
-            let listed = catalog
-                .entries()
-                .iter()
-                .any(|e| e.server == server.config.name);
-            catalog.get(name).is_none()
-                && match server.state() {
-                    State::Starting => true,
-                    // Started: wait for its tools to reach the catalog.
-                    State::Ready(_) => !listed && !server.tools().is_empty(),
-                    State::Failed { .. } | State::Closed => false,
+        let listed = self.catalog().get(name).map(|entry| entry.server.clone());
+        let server = match listed {
+            Some(server) => self.server(&server),
+            None => {
+                self.settled(false).await;
+                if self.catalog().get(name).is_some() {
+                    return;
                 }
+                self.servers()
+                    .iter()
+                    .find(|s| matches!(s.state(), State::Starting) && self.names(s, name))
+                    .cloned()
+            }
         };
-        while waiting() && tokio::time::Instant::now() < deadline {
-            // Each server's start rebuilds the catalog; look again shortly.
-            let _ = tokio::time::timeout(Duration::from_millis(50), started.wait_for(|d| *d)).await;
+        if let Some(server) = server.filter(|s| matches!(s.state(), State::Starting)) {
+            self.start_one(&server).await;
         }
     }
 
@@ -200,6 +235,15 @@ impl Downstreams {
     pub async fn started(&self) {
         let mut started = self.started.subscribe();
         let _ = started.wait_for(|done| *done).await;
+    }
+
+    /// The servers whose first start has not ended (listed from memory, or not at all).
+    pub fn starting(&self) -> Vec<String> {
+        self.servers()
+            .iter()
+            .filter(|s| matches!(s.state(), State::Starting))
+            .map(|s| s.config.name.clone())
+            .collect()
     }
 
     /// Whether the first start of every server has ended.
@@ -254,6 +298,16 @@ impl Downstreams {
                 .is_some_and(|rest| rest.starts_with(self.separator.as_str()))
     }
 
+    /// The server an exported name (or `server:tool`, as plans may write it) is under,
+    /// whether or not it listed such a tool.
+    pub fn server_named_by(&self, name: &str) -> Option<String> {
+        let written = name.split_once(':').map(|(server, _)| server);
+        self.servers()
+            .iter()
+            .find(|s| self.names(s, name) || written == Some(s.config.name.as_str()))
+            .map(|s| s.config.name.clone())
+    }
+
     /// For a name under a server that never started (so its tools are unknown), the error
     /// that says so. `name` is an exported name, or `server:tool` as plans may write it.
     pub fn never_started(&self, name: &str) -> Option<DownstreamError> {
@@ -304,20 +358,22 @@ impl Downstreams {
         self.checkpoint.decide(&catalog, name, tier, route)
     }
 
-    /// [`Self::authorize`] without waiting: `None` when it would wait (servers still
-    /// starting within the list grace, or `name` not listed yet).
+    /// [`Self::authorize`] without waiting: `None` when it would wait (`name` not
+    /// listed yet, or listed from memory while its server starts).
     pub fn authorize_now(&self, name: &str, route: &Route) -> Option<Result<Authorized, Denied>> {
-        let settled = self.is_started()
-            || self
-                .grace_ends
-                .get()
-                .is_some_and(|ends| tokio::time::Instant::now() >= *ends);
-        if !settled {
+        let catalog = self.catalog();
+        let entry = catalog.get(name)?;
+        // Listed from memory: the server's own list decides, once it is up.
+        if self
+            .server(&entry.server)
+            .is_some_and(|s| matches!(s.state(), State::Starting))
+        {
             return None;
         }
-        let catalog = self.catalog();
-        let tier = catalog.get(name)?.tier;
-        Some(self.checkpoint.decide(&catalog, name, Some(tier), route))
+        Some(
+            self.checkpoint
+                .decide(&catalog, name, Some(entry.tier), route),
+        )
     }
 
     /// The checkpoint for a plan's resource step: a read of `uri` (recorded in the audit

@@ -2,9 +2,15 @@
 //! list followed page by page (at most [`MAX_TOOL_PAGES`]), and its instructions. Tools
 //! must list; a server whose prompts or resources fail to list still serves its tools.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{PoisonError, RwLock};
+
 use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
 use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleClient};
+
+use super::fields::ToolFields;
+use super::remembered::Remembered;
 
 /// Most pages of `tools/list` followed: a server that hands out cursors for ever is cut
 /// off here (at rmcp's usual page sizes, far more tools than any host can show).
@@ -46,6 +52,70 @@ pub struct Offer {
     pub instructions: Option<String>,
     /// Whether it takes `resources/subscribe`.
     pub subscribe: bool,
+}
+
+/// What a server offers now: as it last listed it, or, before it first lists, as it
+/// listed when it last started ([`Remembered`]).
+pub(super) struct Offered {
+    current: RwLock<Offer>,
+    memory: Option<Remembered>,
+    /// Whether `current` is still the remembered offer.
+    recalled: AtomicBool,
+}
+
+impl Offered {
+    /// What `memory` remembers (its tools those `keeps` keeps, their unmodelled fields
+    /// into `fields`), or nothing.
+    pub fn new(
+        memory: Option<Remembered>,
+        keeps: impl Fn(&str) -> bool,
+        fields: &ToolFields,
+    ) -> Self {
+        let mut offer = Offer::default();
+        let recalled = memory.as_ref().and_then(Remembered::recall);
+        if let Some(recalled) = &recalled {
+            fields.keep(&recalled.raw);
+            offer.tools = recalled.tools.clone();
+            offer.tools.retain(|t| keeps(&t.name));
+            offer.instructions = recalled.instructions.clone();
+        }
+        Offered {
+            current: RwLock::new(offer),
+            memory,
+            recalled: recalled.is_some().into(),
+        }
+    }
+
+    /// The offer as it is now.
+    pub fn get(&self) -> Offer {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Takes what `server` just listed (with its tools' unmodelled `fields`), and
+    /// remembers it for the next start.
+    pub async fn keep(&self, server: &str, offer: Offer, fields: &ToolFields) {
+        if let Some(memory) = &self.memory {
+            memory.keep(server, &offer, fields).await;
+        }
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = offer;
+        self.recalled.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the offer is still the remembered one.
+    pub fn is_recalled(&self) -> bool {
+        self.recalled.load(Ordering::Relaxed)
+    }
+
+    /// Drops the remembered offer once a start failed: a server that failed to start
+    /// offers nothing.
+    pub fn forget_recalled(&self) {
+        if self.recalled.swap(false, Ordering::Relaxed) {
+            *self.current.write().unwrap_or_else(PoisonError::into_inner) = Offer::default();
+        }
+    }
 }
 
 /// A list that failed is left out, saying why.

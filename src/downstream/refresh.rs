@@ -54,7 +54,7 @@ impl Downstreams {
 
     /// Rebuilds the catalog from what every server offers: what changed, and a notice per
     /// tool newly quarantined.
-    fn rebuild_catalog(&self) -> (Changed, Vec<String>) {
+    pub(super) fn rebuild_catalog(&self) -> (Changed, Vec<String>) {
         let servers = self.servers();
         let offers: Vec<(&Arc<Server>, Offer)> = servers.iter().map(|s| (s, s.offer())).collect();
         let lists: Vec<ServerTools> = offers
@@ -143,6 +143,7 @@ impl Downstreams {
                 _ => {
                     let server = Arc::new(Server::new(
                         wanted.clone(),
+                        super::remembered::Remembered::place(&self.source, wanted),
                         self.host.clone(),
                         self.changes.clone(),
                         self.tracker.clone(),

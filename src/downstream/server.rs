@@ -1,7 +1,7 @@
 //! One downstream server: its lifecycle (start, death, restart with backoff, close) and
 //! forwarding one call to it.
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -19,8 +19,9 @@ use super::changes::{Changed, Changes};
 use super::fields::ToolFields;
 use super::host_link::HostLink;
 pub use super::offer::Offer;
-use super::offer::list_offer;
+use super::offer::{Offered, list_offer};
 use super::relay::{Caller, Relay};
+use super::remembered::Remembered;
 use super::tap::{Forwarding, ProgressRoutes};
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
@@ -72,8 +73,9 @@ pub struct Server {
     state: Mutex<State>,
     /// Serialises (re)connects so concurrent callers start one process, not several.
     connecting: tokio::sync::Mutex<()>,
-    /// What it offers (tools after include/exclude), kept across restarts.
-    offer: RwLock<Offer>,
+    /// What it offers (tools after include/exclude), kept across restarts; before it
+    /// first lists, what it listed when it last started.
+    offer: Offered,
     /// Its tools' definition fields rmcp's types leave out.
     pub(crate) fields: Arc<ToolFields>,
     /// How long the last successful start took.
@@ -84,18 +86,23 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server not started yet. What `memory` remembers of its last start is what it
+    /// offers until it lists again.
     pub(crate) fn new(
         config: ServerConfig,
+        memory: Option<Remembered>,
         host: Arc<HostLink>,
         changes: Arc<Changes>,
         tracker: TaskTracker,
     ) -> Self {
+        let fields = Arc::new(ToolFields::default());
+        let offer = Offered::new(memory, |tool| config.keeps(tool), &fields);
         Self {
             config,
             state: Mutex::new(State::Starting),
             connecting: tokio::sync::Mutex::new(()),
-            offer: RwLock::new(Offer::default()),
-            fields: Arc::default(),
+            offer,
+            fields,
             startup: Mutex::new(None),
             host,
             changes,
@@ -135,34 +142,32 @@ impl Server {
 
     /// Its tools (after filters), as last listed.
     pub fn tools(&self) -> Vec<Tool> {
-        self.offer
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .tools
-            .clone()
+        self.offer.get().tools
     }
 
     /// Everything it offers, as last listed.
     pub fn offer(&self) -> Offer {
-        self.offer
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.offer.get()
     }
 
     /// Its `instructions`, as it gave them.
     pub fn instructions(&self) -> Option<String> {
-        self.offer
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .instructions
-            .clone()
+        self.offer.get().instructions
     }
 
-    /// Keeps what the server listed, its tools filtered by include/exclude.
-    fn keep(&self, mut offer: Offer) {
+    /// Keeps what the server listed, its tools filtered by include/exclude, and
+    /// remembers it for the next start.
+    async fn keep(&self, mut offer: Offer) {
         offer.tools.retain(|t| self.config.keeps(&t.name));
-        *self.offer.write().unwrap_or_else(PoisonError::into_inner) = offer;
+        self.offer
+            .keep(&self.config.name, offer, &self.fields)
+            .await;
+    }
+
+    /// Whether what it offers is still what was remembered of its last start: it has not
+    /// listed since planmux started.
+    pub fn is_recalled(&self) -> bool {
+        self.offer.is_recalled()
     }
 
     /// How long the last successful start took.
@@ -229,7 +234,7 @@ impl Server {
                     });
                 }
                 *self.startup.lock().unwrap_or_else(PoisonError::into_inner) = Some(elapsed);
-                self.keep(offer);
+                self.keep(offer).await;
                 if !matches!(previous, State::Starting) {
                     // Reconnected: the host lists its tools again, as DESIGN §3 says,
                     // whether or not they differ.
@@ -247,6 +252,7 @@ impl Server {
                     .saturating_mul(1 << (failures - 1).min(16))
                     .min(MAX_BACKOFF);
                 tracing::warn!(server = %name, error = %error, retry_in_ms = backoff.as_millis() as u64, "failed to start");
+                self.offer.forget_recalled();
                 self.transition(State::Failed {
                     error: error.clone(),
                     failures,
@@ -339,7 +345,7 @@ impl Server {
         let offer = tokio::time::timeout(limit, listing)
             .await
             .map_err(|_| format!("listing took longer than {} ms", limit.as_millis()))??;
-        self.keep(offer);
+        self.keep(offer).await;
         Ok(())
     }
 

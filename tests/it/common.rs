@@ -248,6 +248,8 @@ async fn spawn(config: &str, recorder: Recorder, keep_log: bool) -> anyhow::Resu
     };
     let mut cmd = tokio::process::Command::new(bin());
     cmd.arg("serve").arg("--config").arg(&path);
+    // What servers list is remembered in the test's own folder, not the user's cache.
+    cmd.env("PLANMUX_CACHE_DIR", dir.path().join("cache"));
     let (transport, _) = TokioChildProcess::builder(cmd).stderr(stderr).spawn()?;
     let pid = transport.id().ok_or_else(|| anyhow::anyhow!("no pid"))?;
     let client = recorder.clone().serve(transport).await?;

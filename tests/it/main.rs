@@ -18,4 +18,5 @@ mod interop;
 mod plans;
 mod routes;
 mod safety;
+mod startup;
 mod tidy;
