@@ -181,7 +181,8 @@ pub enum Transport {
         args: Vec<String>,
         /// Set in the child's environment, on top of the minimal one.
         env: BTreeMap<String, String>,
-        /// planmux's own variables the child may also see (`env_inherit` globs).
+        /// planmux's own variables the child may also see: its `env_inherit` globs and
+        /// `[proxy] env_inherit`'s.
         env_inherit: Option<GlobSet>,
         cwd: Option<PathBuf>,
     },
