@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use globset::GlobSet;
+use globset::{Glob, GlobSet};
 use toml::Table;
 
 pub use pipelines::{PipelineConfig, called_tools};
 use validate::Cx;
-pub use validate::expand_vars;
+pub use validate::{Expanded, expand_vars};
 pub use wire::config_schema;
 
 use crate::demo::DemoKind;
@@ -111,6 +111,9 @@ pub struct ProxySettings {
     /// they may weigh together as JSON (`kept_run_bytes`).
     pub kept_runs: usize,
     pub kept_run_bytes: usize,
+    /// Globs of planmux's variables every stdio child also sees (`env_inherit`), added
+    /// to each server's own.
+    pub env_inherit: Vec<Glob>,
 }
 
 /// `[proxy] surface`: which tools `tools/list` shows the host.
@@ -164,6 +167,7 @@ impl Default for ProxySettings {
             kept_runs: DEFAULT_KEPT_RUNS,
             kept_run_bytes: DEFAULT_KEPT_RUN_BYTES,
             tool_budget: None,
+            env_inherit: Vec::new(),
         }
     }
 }
@@ -177,7 +181,8 @@ pub enum Transport {
         args: Vec<String>,
         /// Set in the child's environment, on top of the minimal one.
         env: BTreeMap<String, String>,
-        /// planmux's own variables the child may also see (`env_inherit` globs).
+        /// planmux's own variables the child may also see: its `env_inherit` globs and
+        /// `[proxy] env_inherit`'s.
         env_inherit: Option<GlobSet>,
         cwd: Option<PathBuf>,
     },
@@ -214,6 +219,18 @@ pub struct ServerConfig {
     pub wire: crate::wire::Limits,
     /// How its tools get their tiers (`tiers`, `trust_annotations`).
     pub tiers: crate::policy::TierRules,
+    /// The variables its keys name that are not set where planmux runs: it is kept, but
+    /// cannot start ([`ServerConfig::cannot_start`]).
+    pub unset: Vec<UnsetVar>,
+}
+
+/// A `${VAR}` a server's key names that is not set where planmux runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsetVar {
+    /// The variable.
+    pub name: String,
+    /// The key that names it (`env`, `args`, `url`, …).
+    pub key: String,
 }
 
 /// `[http]`: the HTTP front (`planmux serve --http`).
@@ -285,6 +302,37 @@ impl ServerConfig {
     pub fn keeps(&self, tool: &str) -> bool {
         self.include.as_ref().is_none_or(|set| set.is_match(tool))
             && !self.exclude.as_ref().is_some_and(|set| set.is_match(tool))
+    }
+
+    /// Why it cannot start, when its keys name variables that are not set: each variable
+    /// with the keys that name it (never a value: there is none).
+    pub fn cannot_start(&self) -> Option<String> {
+        let mut vars: Vec<(&str, Vec<String>)> = Vec::new();
+        for UnsetVar { name, key } in &self.unset {
+            let key = format!("`{key}`");
+            match vars.iter_mut().find(|(n, _)| n == name) {
+                Some((_, keys)) if keys.contains(&key) => {}
+                Some((_, keys)) => keys.push(key),
+                None => vars.push((name, vec![key])),
+            }
+        }
+        let named: Vec<String> = (vars.iter())
+            .map(|(name, keys)| format!("{name} (in {})", keys.join(", ")))
+            .collect();
+        let (last, rest) = named.split_last()?;
+        let (list, noun, verb, them) = if rest.is_empty() {
+            (last.clone(), "variable", "is", "it")
+        } else {
+            (
+                format!("{} and {last}", rest.join(", ")),
+                "variables",
+                "are",
+                "them",
+            )
+        };
+        Some(format!(
+            "it needs the environment {noun} {list}, which {verb} not set where planmux runs: set {them} in planmux's environment (the `env` of its entry in the host's config), then restart planmux"
+        ))
     }
 }
 

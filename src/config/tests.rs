@@ -40,8 +40,24 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [servers.a]: key 'include': bad glob 'read_[': unclosed character class; missing ']'",
         ),
         (
-            "[servers.a]\ncommand = \"x\"\nenv = { KEY = \"${MISSING}\" }",
-            "servers.toml: [servers.a]: key 'env.KEY': environment variable 'MISSING' is not set (write $$ for a literal $)",
+            "[servers.a]\ncommand = \"x\"\nenv = { KEY = \"${MIS SING}\" }",
+            "servers.toml: [servers.a]: key 'env.KEY': '${MIS SING}' is not a valid variable name",
+        ),
+        (
+            "[http]\ntokens = [\"${MISSING}\"]",
+            "servers.toml: [http]: key 'tokens': environment variable 'MISSING' is not set (write $$ for a literal $)",
+        ),
+        (
+            "[proxy]\naudit_log = \"${MISSING}/audit.jsonl\"",
+            "servers.toml: [proxy]: key 'audit_log': environment variable 'MISSING' is not set (write $$ for a literal $)",
+        ),
+        (
+            "[proxy]\nenv_inherit = [\"AWS_[\"]",
+            "servers.toml: [proxy]: key 'env_inherit': bad glob 'AWS_[': unclosed character class; missing ']'",
+        ),
+        (
+            "[proxy]\nenv_inherit = \"AWS_*\"",
+            "servers.toml: [proxy]: key 'env_inherit': expected an array of strings, found string",
         ),
         (
             "[http]\nmax_connections = 99999999999",
@@ -253,25 +269,106 @@ fn the_repository_default_config_is_valid() -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Each case: the text, then what it expands to and the variables it names that are
+/// unset, or the error.
 #[test]
 fn expand_vars_cases() {
-    let cases: &[(&str, Result<&str, &str>)] = &[
-        ("plain", Ok("plain")),
-        ("${TOKEN}", Ok("s3cret")),
-        ("a${TOKEN}b${TOKEN}", Ok("as3cretbs3cret")),
-        ("$5 and $HOME", Ok("$5 and $HOME")),
-        ("$${TOKEN}", Ok("${TOKEN}")),
-        ("end$", Ok("end$")),
+    type Want<'a> = Result<(&'a str, &'a [&'a str]), &'a str>;
+    let cases: &[(&str, Want)] = &[
+        ("plain", Ok(("plain", &[]))),
+        ("${TOKEN}", Ok(("s3cret", &[]))),
+        ("a${TOKEN}b${TOKEN}", Ok(("as3cretbs3cret", &[]))),
+        ("$5 and $HOME", Ok(("$5 and $HOME", &[]))),
+        ("$${TOKEN}", Ok(("${TOKEN}", &[]))),
+        ("end$", Ok(("end$", &[]))),
+        ("${NOPE}", Ok(("", &["NOPE"]))),
         (
-            "${NOPE}",
-            Err("environment variable 'NOPE' is not set (write $$ for a literal $)"),
+            "a${NOPE}b${TOKEN}${ALSO}${NOPE}",
+            Ok(("abs3cret", &["NOPE", "ALSO"])),
         ),
         ("${a b}", Err("'${a b}' is not a valid variable name")),
+        ("${NOPE}${", Err("unclosed '${' in \"${NOPE}${\"")),
     ];
     for (raw, want) in cases {
         let got = expand_vars(raw, &env);
-        assert_eq!(got.as_deref().map_err(String::as_str), *want, "for {raw:?}");
+        let got = got.as_ref().map(|e| (e.text.as_str(), e.unset.clone()));
+        let want = want.map(|(text, unset)| (text, unset.iter().map(|n| n.to_string()).collect()));
+        assert_eq!(got.map_err(String::as_str), want, "for {raw:?}");
     }
+}
+
+/// A server whose keys name unset variables is kept, unable to start, with every
+/// variable and the keys that name it; the file's other servers are unaffected. Each case:
+/// a server's section and why it cannot start (`None`: it can).
+#[test]
+fn a_server_needing_an_unset_variable_is_kept_unable_to_start() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("command = \"x\"\nenv = { KEY = \"${TOKEN}\" }", None),
+        (
+            "command = \"x\"\nenv = { NOTION_TOKEN = \"${NOTION_TOKEN}\" }",
+            Some("NOTION_TOKEN (in `env`), which is not set"),
+        ),
+        (
+            "command = \"${BIN}/srv\"\nargs = [\"${A}\", \"${BIN}\"]\ncwd = \"${A}\"\ninclude = [\"${G}*\"]",
+            Some(
+                "variables A (in `cwd`, `args`), BIN (in `command`, `args`) and G (in `include`), which are not set",
+            ),
+        ),
+        (
+            "url = \"${BASE}/mcp\"\nheaders = { Authorization = \"Bearer ${KEY}\" }",
+            Some("variables KEY (in `headers`) and BASE (in `url`), which are not set"),
+        ),
+        (
+            "builtin = \"files\"\ncwd = \"${ROOT}\"",
+            Some("variable ROOT (in `cwd`), which is not set"),
+        ),
+        (
+            "command = \"x\"\nenv_inherit = [\"${PREFIX}_*\"]",
+            Some("PREFIX (in `env_inherit`)"),
+        ),
+    ];
+    for (section, want) in cases {
+        let text = format!("[servers.fine]\nbuiltin = \"metrics\"\n[servers.a]\n{section}\n");
+        let config = parse(&text).unwrap_or_else(|e| panic!("{section}: {e}"));
+        assert_eq!(config.servers[0].cannot_start(), None);
+        let reason = config.servers[1].cannot_start();
+        match (&reason, want) {
+            (None, None) => {}
+            (Some(reason), Some(want)) => assert!(reason.contains(want), "{section}: {reason}"),
+            _ => panic!("{section}: {reason:?}"),
+        }
+    }
+}
+
+/// What a user reads (in `planmux check`, the logs and a call's error) for a server that
+/// needs unset variables.
+#[test]
+fn the_unset_variable_texts() {
+    let text = "[servers.notion]\ncommand = \"npx\"\nenv = { NOTION_TOKEN = \"${NOTION_TOKEN}\" }\n\
+        [servers.two]\nurl = \"https://${HOST}/mcp\"\nheaders = { X-Key = \"${KEY}\" }\n";
+    let config = parse(text).expect("valid");
+    let reasons: Vec<String> = (config.servers.iter())
+        .map(|s| format!("{}: {}", s.name, s.cannot_start().unwrap_or_default()))
+        .collect();
+    insta::assert_snapshot!("unset_variable_texts", reasons.join("\n"));
+}
+
+/// `[proxy] env_inherit` applies to every stdio server, beside the server's own.
+#[test]
+fn proxy_env_inherit_reaches_every_stdio_server() {
+    let config = parse(
+        "[proxy]\nenv_inherit = [\"CORP_*\"]\n[servers.a]\ncommand = \"x\"\n\
+         [servers.b]\ncommand = \"y\"\nenv_inherit = [\"AWS_*\"]\n",
+    )
+    .expect("valid");
+    let inherits = |server: usize, name: &str| match &config.servers[server].transport {
+        Transport::Stdio { env_inherit, .. } => {
+            env_inherit.as_ref().is_some_and(|set| set.is_match(name))
+        }
+        _ => false,
+    };
+    assert!(inherits(0, "CORP_CA") && !inherits(0, "AWS_REGION"));
+    assert!(inherits(1, "CORP_CA") && inherits(1, "AWS_REGION") && !inherits(1, "TOKEN"));
 }
 
 #[test]

@@ -7,6 +7,10 @@
 //! (`read.rs`), its values; what a later stage would say of a section that does not hold
 //! what was meant is noise. A value that fails a check leaves a stand-in behind, and the
 //! config is discarded (`Cx::finish`), so a stand-in is never used.
+//!
+//! A `${VAR}` that is not set is no problem of the file's in a server's section: the
+//! server is kept, noting the variable and the key (`ServerConfig::unset`), and fails
+//! alone when it is started. Elsewhere (`[http] tokens`, `[proxy] audit_log`) it is.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -20,7 +24,8 @@ use super::read::{Refused, Section, keys, read};
 use super::values::{Choice, Count, Ordered, Text, Texts};
 use super::wire::{self, ServersToml};
 use super::{
-    ConfigError, HttpConfig, PolicyConfig, ProxySettings, ServerConfig, Transport, is_name_char,
+    ConfigError, HttpConfig, PolicyConfig, ProxySettings, ServerConfig, Transport, UnsetVar,
+    is_name_char,
 };
 use crate::policy::{Tier, TierRules};
 
@@ -34,6 +39,11 @@ pub(super) struct Cx<'a> {
     pub(super) base: &'a Path,
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
     errors: RefCell<Vec<ConfigError>>,
+    /// While a server's section is checked, the variables its keys name that are not set:
+    /// the server is kept, unable to start, instead of the file refused (one server's
+    /// missing token must not cost the host every other server). `None` elsewhere: there,
+    /// an unset variable is a config error (an `[http]` token must fail closed).
+    unset: RefCell<Option<Vec<UnsetVar>>>,
 }
 
 impl<'a> Cx<'a> {
@@ -47,6 +57,7 @@ impl<'a> Cx<'a> {
             base,
             env,
             errors: RefCell::default(),
+            unset: RefCell::default(),
         }
     }
 
@@ -166,6 +177,7 @@ impl<'a> Cx<'a> {
             tool_budget: w.tool_budget.map(|n| n.0),
             kept_runs: count(w.kept_runs, d.kept_runs),
             kept_run_bytes: count(w.kept_run_bytes, d.kept_run_bytes),
+            env_inherit: self.glob_list(s, "env_inherit", w.env_inherit.as_ref()),
         })
     }
 
@@ -189,11 +201,15 @@ impl<'a> Cx<'a> {
             return None;
         }
         let w = self.accept(section, s, "[servers]", name)?;
-        let transport = self.transport(s, &w);
+        self.unset.replace(Some(Vec::new()));
+        let transport = self.transport(s, &w, proxy);
+        let include = self.globs(s, "include", w.include.as_ref());
+        let exclude = self.globs(s, "exclude", w.exclude.as_ref());
+        let unset = self.unset.replace(None).unwrap_or_default();
         Some(ServerConfig {
             name: name.into(),
-            include: self.globs(s, "include", w.include.as_ref()),
-            exclude: self.globs(s, "exclude", w.exclude.as_ref()),
+            include,
+            exclude,
             namespace: w.namespace.is_none_or(|flag| flag.0),
             enabled: w.enabled.is_none_or(|flag| flag.0),
             call_timeout: w.call_timeout_ms.map_or(proxy.call_timeout, Count::millis),
@@ -206,13 +222,15 @@ impl<'a> Cx<'a> {
                 rules: self.tiers(s, w.tiers.as_ref()),
                 trust_annotations: w.trust_annotations.is_none_or(|flag| flag.0),
             },
+            unset,
             transport: transport?,
         })
     }
 
     /// How a server is reached: exactly one of `command`, `url` and `builtin`, with only
-    /// the keys that kind of server uses.
-    fn transport(&self, s: &str, w: &wire::Server) -> Option<Transport> {
+    /// the keys that kind of server uses. A child inherits what `[proxy] env_inherit` and
+    /// its own `env_inherit` match.
+    fn transport(&self, s: &str, w: &wire::Server, proxy: &ProxySettings) -> Option<Transport> {
         let cwd = w.cwd.as_ref().map(|dir| {
             let dir = self.expanded(s, "cwd", &dir.0).unwrap_or_default();
             self.base.join(self.home(dir))
@@ -224,15 +242,18 @@ impl<'a> Cx<'a> {
                 Transport::Stdio {
                     args: args.into_iter().map(|arg| self.home(arg)).collect(),
                     env: self.map(s, "env", w.env.as_ref()),
-                    env_inherit: self.globs(s, "env_inherit", w.env_inherit.as_ref()),
+                    env_inherit: self.inherit(s, proxy, w.env_inherit.as_ref()),
                     cwd,
                     command: self.home(command?),
                 }
             }
             (None, Some(url), None) => {
                 let headers = self.map(s, "headers", w.headers.as_ref());
-                let url = self.expanded(s, "url", &url.0)?;
-                self.check_url(s, &url, &headers);
+                let (url, complete) = self.expand(s, "url", &url.0)?;
+                // An unset variable left a hole: the url is checked once it is whole.
+                if complete {
+                    self.check_url(s, &url, &headers);
+                }
                 Transport::Http { url, headers }
             }
             (None, None, Some(Choice(kind))) => Transport::Builtin { kind, root: cwd },
@@ -353,9 +374,30 @@ impl<'a> Cx<'a> {
 
     /// `raw` with `${VAR}` expanded, or `None` once the problem is reported.
     fn expanded(&self, s: &str, key: &str, raw: &str) -> Option<String> {
-        expand_vars(raw, self.env)
+        self.expand(s, key, raw).map(|(text, _)| text)
+    }
+
+    /// `raw` with `${VAR}` expanded and whether every variable was set, or `None` once the
+    /// problem is reported. In a server's section an unset variable is noted with its key
+    /// (`env.NAME` as `env`), outside one it is the problem.
+    fn expand(&self, s: &str, key: &str, raw: &str) -> Option<(String, bool)> {
+        let Expanded { text, unset } = expand_vars(raw, self.env)
             .map_err(|e| self.key_error(s, key, e))
-            .ok()
+            .ok()?;
+        let complete = unset.is_empty();
+        if let Some(noted) = self.unset.borrow_mut().as_mut() {
+            let key = key.split('.').next().unwrap_or(key);
+            noted.extend(unset.into_iter().map(|name| UnsetVar {
+                name,
+                key: key.to_owned(),
+            }));
+        } else if let Some(name) = unset.first() {
+            let message =
+                format!("environment variable '{name}' is not set (write $$ for a literal $)");
+            self.key_error(s, key, message);
+            return None;
+        }
+        Some((text, complete))
     }
 
     /// The strings that expand.
@@ -379,27 +421,64 @@ impl<'a> Cx<'a> {
             .collect()
     }
 
+    /// The set of `patterns`; `None` when the key is absent.
     fn globs(&self, s: &str, key: &str, patterns: Option<&Texts>) -> Option<GlobSet> {
         let patterns = patterns?;
+        self.glob_set(s, key, self.glob_list(s, key, Some(patterns)))
+    }
+
+    /// The globs that compile; each other one is reported.
+    fn glob_list(&self, s: &str, key: &str, patterns: Option<&Texts>) -> Vec<Glob> {
+        (self.strings(s, key, patterns).into_iter())
+            .filter_map(|pattern| {
+                Glob::new(&pattern)
+                    .map_err(|e| {
+                        self.key_error(s, key, format!("bad glob '{pattern}': {}", e.kind()))
+                    })
+                    .ok()
+            })
+            .collect()
+    }
+
+    fn glob_set(&self, s: &str, key: &str, globs: Vec<Glob>) -> Option<GlobSet> {
         let mut builder = GlobSetBuilder::new();
-        for pattern in self.strings(s, key, Some(patterns)) {
-            match Glob::new(&pattern) {
-                Ok(glob) => {
-                    builder.add(glob);
-                }
-                Err(e) => self.key_error(s, key, format!("bad glob '{pattern}': {}", e.kind())),
-            }
+        for glob in globs {
+            builder.add(glob);
         }
         builder
             .build()
             .map_err(|e| self.key_error(s, key, e.to_string()))
             .ok()
     }
+
+    /// What a stdio server's child inherits beyond the defaults: `[proxy] env_inherit`
+    /// and its own `env_inherit`; `None` when neither names anything.
+    fn inherit(&self, s: &str, proxy: &ProxySettings, own: Option<&Texts>) -> Option<GlobSet> {
+        let globs: Vec<Glob> = (proxy.env_inherit.iter().cloned())
+            .chain(self.glob_list(s, "env_inherit", own))
+            .collect();
+        if globs.is_empty() {
+            return None;
+        }
+        self.glob_set(s, "env_inherit", globs)
+    }
+}
+
+/// `raw` with `${VAR}` expanded: what [`expand_vars`] made of it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Expanded {
+    /// The text, each unset variable replaced by nothing.
+    pub text: String,
+    /// The variables it names that are not set, in order, each once.
+    pub unset: Vec<String>,
 }
 
 /// Replaces `${VAR}` with the variable's value; `$$` is a literal `$`. Any other `$` stays.
-pub fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+/// An unset variable is noted, not refused: what it means depends on the key that holds
+/// it. A `${` unclosed or around a bad name is refused.
+pub fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Expanded, String> {
     let mut out = String::with_capacity(raw.len());
+    let mut unset: Vec<String> = Vec::new();
     let mut rest = raw;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
@@ -415,10 +494,11 @@ pub fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(format!("'${{{name}}}' is not a valid variable name"));
             }
-            let value = env(name).ok_or_else(|| {
-                format!("environment variable '{name}' is not set (write $$ for a literal $)")
-            })?;
-            out.push_str(&value);
+            match env(name) {
+                Some(value) => out.push_str(&value),
+                None if unset.iter().any(|n| n == name) => {}
+                None => unset.push(name.to_owned()),
+            }
             rest = &body[end + 1..];
         } else {
             out.push('$');
@@ -426,5 +506,5 @@ pub fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
         }
     }
     out.push_str(rest);
-    Ok(out)
+    Ok(Expanded { text: out, unset })
 }

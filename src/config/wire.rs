@@ -84,6 +84,8 @@ pub(super) struct Proxy {
     pub(super) kept_runs: Option<Count>,
     /// How much the kept run records may weigh together as JSON, in bytes (default 64 MiB).
     pub(super) kept_run_bytes: Option<Count>,
+    /// Globs of planmux's variables every stdio server's child may also see.
+    pub(super) env_inherit: Option<Texts>,
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -2,11 +2,14 @@
 //! group, a streamable-HTTP endpoint, or a built-in demo over an in-memory pipe. This is
 //! the only place planmux spawns processes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use globset::GlobSet;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
@@ -58,16 +61,46 @@ impl StderrTail {
         lines.push_back(crate::text::clip(&line, STDERR_LINE_CHARS).into_owned());
     }
 
-    /// " (stderr: …)" with the last lines, or nothing when there were none.
+    /// " (stderr: …)" with the last lines, or nothing when there were none; then how to
+    /// fix a certificate failure when they show one.
     pub(crate) fn describe(&self) -> String {
         let lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if lines.is_empty() {
-            String::new()
-        } else {
-            let joined: Vec<&str> = lines.iter().map(String::as_str).collect();
-            format!(" (stderr: {})", joined.join(" | "))
+            return String::new();
         }
+        let joined: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let hint = if lines.iter().any(|line| shows_tls_failure(line)) {
+            TLS_HINT
+        } else {
+            ""
+        };
+        format!(" (stderr: {}){hint}", joined.join(" | "))
     }
+}
+
+/// What a child's stderr says when it does not trust a server's certificate: rustls,
+/// OpenSSL (Python, curl), Node.
+const TLS_FAILURES: &[&str] = &[
+    "unknownissuer",
+    "certificate_verify_failed",
+    "certificate verify failed",
+    "unable to get local issuer certificate",
+    "self_signed_cert_in_chain",
+    "unable_to_verify_leaf_signature",
+    "unable to verify the first certificate",
+    "self signed certificate in certificate chain",
+    "self-signed certificate in certificate chain",
+    "invalid peer certificate",
+];
+
+/// Behind a company's TLS-inspecting proxy, every server that calls out fails this way:
+/// the fix is where planmux runs, not in the server.
+const TLS_HINT: &str = " (this looks like a TLS certificate problem: if your network uses its own certificate authority, set SSL_CERT_FILE / NODE_EXTRA_CA_CERTS / REQUESTS_CA_BUNDLE where planmux runs — children inherit them — or list the variable in `env_inherit`)";
+
+/// Whether a line of stderr shows a certificate the child did not trust.
+fn shows_tls_failure(line: &str) -> bool {
+    let line = line.to_ascii_lowercase();
+    TLS_FAILURES.iter().any(|failure| line.contains(failure))
 }
 
 /// A child's process group. Dropping it kills the whole group, so no path (an error, a
@@ -116,6 +149,9 @@ pub(crate) async fn connect(
     fields: Arc<ToolFields>,
     tracker: &TaskTracker,
 ) -> Result<Connected, String> {
+    if let Some(reason) = config.cannot_start() {
+        return Err(reason);
+    }
     let noting: crate::wire::Inbound = Arc::new(move |text| fields.note(text));
     let router = relay.log_router();
     match &config.transport {
@@ -126,24 +162,17 @@ pub(crate) async fn connect(
             env_inherit,
             cwd,
         } => {
-            let mut cmd = tokio::process::Command::new(command);
-            // A child sees only what it needs and what the config sends it: planmux's
-            // environment may hold other servers' secrets.
-            cmd.env_clear()
-                .envs(std::env::vars_os().filter(|(name, _)| {
-                    name.to_str().is_some_and(|name| {
-                        passes_through(name)
-                            || env_inherit.as_ref().is_some_and(|set| set.is_match(name))
-                    })
-                }))
-                .args(args)
-                .envs(env)
-                .stdin(Stdio::piped())
+            let mut cmd = child_command(
+                command,
+                args,
+                cwd.as_deref(),
+                env,
+                env_inherit.as_ref(),
+                std::env::vars_os(),
+            );
+            cmd.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
-            if let Some(dir) = cwd {
-                cmd.current_dir(dir);
-            }
             die_with_parent(&mut cmd);
             let mut wrap = CommandWrap::from(cmd);
             wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
@@ -285,15 +314,63 @@ fn with_table<In: tokio::io::AsyncRead + Send + Unpin + 'static>(
     (transport.with_divert(table.divert()), table)
 }
 
+/// A stdio server's child, not started yet: its program, arguments and folder, and an
+/// environment of its own. It sees only what it needs and what the config sends it, for
+/// planmux's environment (`parent`) may hold other servers' secrets: the variables every
+/// child gets, what `env_inherit` matches, then its `env`.
+fn child_command(
+    command: &str,
+    args: &[String],
+    cwd: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    env_inherit: Option<&GlobSet>,
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+) -> tokio::process::Command {
+    let inherits = |name: &OsString| {
+        name.to_str().is_some_and(|name| {
+            passes_through(name) || env_inherit.is_some_and(|set| set.is_match(name))
+        })
+    };
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.env_clear()
+        .envs(parent.into_iter().filter(|(name, _)| inherits(name)))
+        .args(args)
+        .envs(env);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    cmd
+}
+
 /// Variables every child gets from planmux's environment: what programs need to run
 /// (find commands, a home, a locale, a terminal, a temp folder, a time zone).
 const MINIMAL_ENV: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR", "TZ",
 ];
 
+/// Variables that say how to reach the network, which every child gets too: the
+/// certificate authorities a company's network adds, and its proxies. Without them a
+/// server that calls out fails behind that network (DESIGN §17); they hold no secret of
+/// another server's (a proxy's credentials are the network's, shared by every program).
+const NETWORK_ENV: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+];
+
 /// Whether a child inherits the variable `name` without being told to.
 fn passes_through(name: &str) -> bool {
-    MINIMAL_ENV.contains(&name) || name.starts_with("LC_")
+    MINIMAL_ENV.contains(&name) || NETWORK_ENV.contains(&name) || name.starts_with("LC_")
 }
 
 /// How a server is named in messages about its connection.
@@ -373,3 +450,6 @@ pub(crate) async fn watch(
     tokio::time::sleep(Duration::from_millis(20)).await;
     Some(format!("the server exited{}", stderr.describe()))
 }
+
+#[cfg(test)]
+mod tests;

@@ -203,6 +203,15 @@ impl Proxy {
         Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
     }
 
+    /// `planmux COMMAND --config` on this proxy's servers.toml, to run beside it.
+    pub fn command(&self, command: &str) -> std::process::Command {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.arg(command)
+            .arg("--config")
+            .arg(self.dir.path().join("servers.toml"));
+        cmd
+    }
+
     /// Waits until planmux, started by [`start_logged`], has logged `text`.
     pub async fn logged(&self, text: &str) -> bool {
         logged(&self.dir.path().join(LOG), text).await

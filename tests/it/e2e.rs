@@ -343,11 +343,7 @@ async fn a_broken_server_does_not_stop_the_others() -> R {
         || t.name == "approve_plan"));
 
     // `planmux check` reports each failure and exits non-zero.
-    let out = Command::new(common::bin())
-        .arg("check")
-        .arg("--config")
-        .arg(proxy.dir.path().join("servers.toml"))
-        .output()?;
+    let out = proxy.command("check").output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
@@ -383,11 +379,7 @@ async fn a_broken_server_does_not_stop_the_others() -> R {
     );
 
     // `planmux tools` says how many servers its tools come from, and fails like `check`.
-    let out = Command::new(common::bin())
-        .arg("tools")
-        .arg("--config")
-        .arg(proxy.dir.path().join("servers.toml"))
-        .output()?;
+    let out = proxy.command("tools").output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stdout}");

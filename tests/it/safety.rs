@@ -8,23 +8,27 @@ use crate::common;
 type R = anyhow::Result<()>;
 
 /// A variable meant for one server reaches that server only, under the name the config
-/// gives it; a variable meant for nobody reaches nobody; `env_inherit` lets one through;
-/// and no secret appears in any output, whatever the log level. URLs are printed without
-/// their credentials.
+/// gives it; a variable meant for nobody reaches nobody; `env_inherit` lets one through,
+/// `[proxy] env_inherit` to every child, and the certificate and proxy variables reach
+/// every child; and no secret appears in any output, whatever the log level. URLs are
+/// printed without their credentials.
 #[test]
 fn each_server_sees_only_its_own_secrets_and_none_is_printed() -> R {
     let dir = tempfile::tempdir()?;
     let bin = common::bin();
     // Each child starts the demo only if its environment is exactly as the config says.
     let config = format!(
-        r#"[servers.keyed]
+        r#"[proxy]
+env_inherit = ["CORP_*"]
+
+[servers.keyed]
 command = "sh"
 args = ["-c", "[ \"$API_KEY\" = key-for-keyed ] && [ -z \"$MY_KEY\" ] && [ -z \"$OTHER_TOKEN\" ] && [ -n \"$PATH\" ] && [ -n \"$HOME\" ] && exec {bin} demo chaos"]
 env = {{ API_KEY = "${{MY_KEY}}" }}
 
 [servers.plain]
 command = "sh"
-args = ["-c", "[ -z \"$API_KEY\" ] && [ -z \"$MY_KEY\" ] && [ -z \"$OTHER_TOKEN\" ] && [ -z \"$AWS_REGION\" ] && exec {bin} demo chaos"]
+args = ["-c", "[ -z \"$API_KEY\" ] && [ -z \"$MY_KEY\" ] && [ -z \"$OTHER_TOKEN\" ] && [ -z \"$AWS_REGION\" ] && [ \"$SSL_CERT_FILE\" = /corp/ca.pem ] && [ \"$HTTPS_PROXY\" = http://proxy:3128 ] && [ \"$CORP_REGION\" = north ] && exec {bin} demo chaos"]
 
 [servers.aws]
 command = "sh"
@@ -46,6 +50,9 @@ startup_timeout_ms = 3000
             .env("MY_KEY", "key-for-keyed")
             .env("OTHER_TOKEN", "token-for-remote-xyz")
             .env("AWS_REGION", "eu-west-3")
+            .env("SSL_CERT_FILE", "/corp/ca.pem")
+            .env("HTTPS_PROXY", "http://proxy:3128")
+            .env("CORP_REGION", "north")
             .env("RUST_LOG", "trace")
             .output()?;
         let all = format!(
@@ -72,6 +79,61 @@ startup_timeout_ms = 3000
             );
         }
     }
+    Ok(())
+}
+
+/// A server whose config needs a variable that is not set fails alone, named with the
+/// variable and the key: the other's tools are listed and callable, a call to its tools
+/// says why, and `planmux check` names the variable. A child whose stderr shows a
+/// certificate failure is reported with how to fix it.
+#[tokio::test]
+async fn a_server_needing_an_unset_variable_fails_alone() -> R {
+    use common::{call, demo_server, start};
+    use serde_json::json;
+
+    let config = format!(
+        "{}{}[servers.tls]\ncommand = \"sh\"\nargs = [\"-c\", \"echo 'Error: invalid peer certificate: UnknownIssuer' >&2; exit 1\"]\n",
+        demo_server("chaos", "chaos", ""),
+        demo_server(
+            "notion",
+            "weather",
+            "env = { NOTION_TOKEN = \"${PLANMUX_TEST_UNSET_VAR}\" }"
+        ),
+    );
+    let proxy = start(&config).await?;
+    let listed = proxy.tool_names().await?;
+    assert!(listed.contains(&"chaos__echo".to_string()), "{listed:?}");
+    assert!(
+        !listed.iter().any(|t| t.starts_with("notion__")),
+        "{listed:?}"
+    );
+    proxy
+        .client
+        .call_tool(call("chaos__echo", json!({"a": 1})))
+        .await?;
+    let called = proxy
+        .client
+        .call_tool(call("notion__get_forecast", json!({})))
+        .await?;
+    let said = common::text(&called);
+    assert!(
+        said.contains("server 'notion' is configured but failed to start")
+            && said.contains("PLANMUX_TEST_UNSET_VAR (in `env`)"),
+        "{said}"
+    );
+
+    let out = proxy.command("check").output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |server: &str| stdout.lines().find(|l| l.starts_with(server)).unwrap_or("");
+    assert!(line("chaos").contains(" ok "), "{stdout}");
+    assert!(
+        line("notion").contains("FAILED") && line("notion").contains("PLANMUX_TEST_UNSET_VAR"),
+        "{stdout}"
+    );
+    assert!(
+        line("tls").contains("this looks like a TLS certificate problem"),
+        "{stdout}"
+    );
     Ok(())
 }
 
