@@ -65,8 +65,12 @@ pub struct Recalled {
 
 impl Remembered {
     /// Where `server` of the config read from `source` is remembered; `None` for a
-    /// built-in server, or when there is no folder to remember in.
+    /// built-in server, one that cannot start, or when there is no folder to remember in.
     pub fn place(source: &str, server: &ServerConfig) -> Option<Remembered> {
+        // A server that cannot start (an unset variable) would only list what it lacks.
+        if server.cannot_start().is_some() {
+            return None;
+        }
         let identity = identity(source, server)?;
         let folder = folder()?;
         Some(Self::at(folder.join(format!("{}.json", key(&identity)))))

@@ -12,6 +12,7 @@
 //! Prerequisites are installed by `scripts/test` (npm ci --prefix tests/interop, and a
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
 
+mod real_data;
 mod support;
 
 use std::collections::BTreeMap;
