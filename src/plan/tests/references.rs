@@ -336,3 +336,28 @@ fn jsonpath_work_is_bounded() {
         ),
     }
 }
+
+#[test]
+fn text_forms_defaults_and_index_keep_their_meaning_in_the_canonical_form() {
+    let written = json!({"steps": [
+        {"id": "q", "tool": "chaos__echo"},
+        {"id": "each", "foreach": {"$ref": "q.rows", "parse": "json"}, "tool": "chaos__echo",
+         "args": {"input": {"$ref": "q.log", "match": "v\\d+", "jsonpath": "$[0]", "default": "v0"},
+                  "message": "${q[index].name}", "lines": {"$ref": "q.text", "split": "\n"}}}
+    ]});
+    let canonical = crate::plan::parse(&written)
+        .map(|p| p.to_canonical())
+        .map_err(|i| crate::plan::render_issues(&i));
+    let again = canonical
+        .clone()
+        .and_then(|c| crate::plan::parse(&c).map_err(|i| crate::plan::render_issues(&i)))
+        .map(|p| p.to_canonical());
+    assert_eq!(again, canonical);
+    let args = canonical.map(|c| c["steps"][1].clone()).unwrap_or_default();
+    assert_eq!(args["foreach"], json!({"$ref": "q.rows", "parse": "json"}));
+    assert_eq!(
+        args["args"]["input"],
+        json!({"$ref": "q.log", "jsonpath": "$[0]", "match": "v\\d+", "default": "v0"})
+    );
+    assert_eq!(args["args"]["message"], json!("$ref:q[index].name"));
+}
