@@ -122,11 +122,12 @@ async fn run_in_waves(plan: &ValidatedPlan, invoker: &Arc<PlanCalls>) -> anyhow:
     let errors = HashMap::new();
     for level in schedule(plan).levels() {
         let calls = level.iter().map(|id| {
-            let (args, _) = plan.resolve_args_from(id, &outputs, &errors);
+            let args = plan.resolve_args_from(id, &outputs, &errors);
             let step = plan.step(id).cloned();
             let invoker = invoker.clone();
             async move {
                 let step = step.ok_or_else(|| anyhow::anyhow!("no step"))?;
+                let args = args.map_err(|missing| anyhow::anyhow!("{missing}"))?;
                 let result = invoker
                     .invoke("waves", &step, args, CancellationToken::new())
                     .await;

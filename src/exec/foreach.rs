@@ -78,16 +78,10 @@ impl Loop {
     }
 
     /// Item `k` starts, with the arguments resolved so far.
-    pub fn start(
-        &mut self,
-        k: usize,
-        args: Option<Value>,
-        warnings: Vec<crate::plan::ResolveWarning>,
-    ) {
+    pub fn start(&mut self, k: usize, args: Option<Value>) {
         self.running += 1;
         self.records[k] = Some(ItemRecord {
             args,
-            warnings,
             ..ItemRecord::unstarted(k)
         });
     }
@@ -108,9 +102,8 @@ impl Loop {
         record.error = outcome.error;
         record.attempts = outcome.attempts;
         record.duration_ms = outcome.duration_ms;
-        if let Some((args, warnings)) = outcome.resolved {
+        if let Some(args) = outcome.resolved {
             record.args = args;
-            record.warnings = warnings;
         }
         record
     }
@@ -193,5 +186,5 @@ pub(super) struct ItemOutcome {
     pub attempts: u32,
     pub duration_ms: Option<f64>,
     /// Arguments resolved in the item's task (deferred ones), for the record.
-    pub resolved: Option<(Option<Value>, Vec<crate::plan::ResolveWarning>)>,
+    pub resolved: Option<Option<Value>>,
 }

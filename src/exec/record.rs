@@ -26,7 +26,7 @@ fn bounded<T: ToString>(messages: &[T]) -> Vec<String> {
     }
     out
 }
-use crate::plan::ResolveWarning;
+use crate::plan::Missing;
 
 /// How a step ended. Every step ends in exactly one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -106,9 +106,6 @@ pub struct StepRecord {
     /// The step's output value (for failures under `continue`, the error text).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
-    /// References that found nothing (they became `null`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<ResolveWarning>,
     /// Calls made (1 + retries used); 0 when never started.
     pub attempts: u32,
     /// When it started, from the start of the run.
@@ -134,8 +131,6 @@ pub struct ItemRecord {
     /// Its arguments, resolved (absent for a value step, or when it never started).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<ResolveWarning>,
     pub attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
@@ -149,7 +144,6 @@ impl ItemRecord {
             status: StepStatus::Skipped,
             error: None,
             args: None,
-            warnings: Vec::new(),
             attempts: 0,
             duration_ms: None,
         }
@@ -160,12 +154,12 @@ impl ItemRecord {
 #[derive(Debug, Clone, Serialize)]
 pub struct Selection {
     pub name: String,
-    /// `None` when a step it reads did not succeed.
+    /// `None` when a step it reads did not succeed, or a reference found nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
-    /// Paths that found nothing (they became `null`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<ResolveWarning>,
+    /// The reference that found nothing, if one did: the selection is left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Missing>,
 }
 
 /// The full record of a run: kept for the last runs, readable as a resource and with
@@ -216,7 +210,6 @@ impl StepRecord {
             reason: None,
             args: None,
             output: None,
-            warnings: Vec::new(),
             attempts: 0,
             started_ms: None,
             duration_ms: None,
@@ -294,9 +287,6 @@ impl RunRecord {
             if step.attempts as usize > step.items.len().max(1) {
                 entry.insert("attempts".into(), json!(step.attempts));
             }
-            if !step.warnings.is_empty() {
-                entry.insert("warnings".into(), json!(bounded(&step.warnings)));
-            }
             if !step.items.is_empty() {
                 let count = |status| step.items.iter().filter(|i| i.status == status).count();
                 entry.insert(
@@ -330,24 +320,32 @@ impl RunRecord {
             if let Some(stopped) = &self.stopped {
                 map.insert("stopped".into(), json!(clip(stopped, MAX_MESSAGE_CHARS)));
             }
-            let warnings: Vec<String> = self
-                .warnings
-                .iter()
-                .cloned()
-                .chain(
-                    self.selections
-                        .iter()
-                        .flat_map(|s| s.warnings.iter().map(ToString::to_string)),
-                )
-                .collect();
+            let warnings = self.warnings_for_model();
             if !warnings.is_empty() {
-                map.insert("warnings".into(), json!(bounded(&warnings)));
+                map.insert("warnings".into(), json!(warnings));
             }
         }
         result
     }
 
-    /// A short text rendering of [`Self::result`], for hosts that read only text.
+    /// Every warning of the run, as the model reads them (in the result and in its
+    /// text): the plan's, then each named selection that found nothing; bounded.
+    fn warnings_for_model(&self) -> Vec<String> {
+        let warnings: Vec<String> = self
+            .warnings
+            .iter()
+            .cloned()
+            .chain(
+                self.selections
+                    .iter()
+                    .filter_map(|s| s.missing.as_ref().map(ToString::to_string)),
+            )
+            .collect();
+        bounded(&warnings)
+    }
+
+    /// A short text rendering of [`Self::result`], for hosts that read only text: the
+    /// outputs, every warning and every step that did not succeed.
     pub fn render_text(&self, result: &Value) -> String {
         let mut out = format!(
             "plan {}: {}/{} steps succeeded in {} ms",
@@ -371,7 +369,7 @@ impl RunRecord {
                 out.push_str(&format!("\n{id}: {text}"));
             }
         }
-        for warning in &self.warnings {
+        for warning in self.warnings_for_model() {
             out.push_str(&format!("\nwarning: {warning}"));
         }
         for step in &self.steps {
@@ -381,7 +379,7 @@ impl RunRecord {
                     out.push_str(&format!(
                         "\n{} skipped: {}",
                         step.id,
-                        step.reason.as_deref().unwrap_or("")
+                        clip(step.reason.as_deref().unwrap_or(""), MAX_MESSAGE_CHARS)
                     ));
                 }
                 other => {
@@ -389,7 +387,7 @@ impl RunRecord {
                         "\n{} {}: {}",
                         step.id,
                         other.as_str(),
-                        step.error.as_deref().unwrap_or("")
+                        clip(step.error.as_deref().unwrap_or(""), MAX_MESSAGE_CHARS)
                     ));
                 }
             }
@@ -422,7 +420,6 @@ pub fn result_schema() -> Value {
                         "error": {"type": "string"},
                         "reason": {"type": "string"},
                         "attempts": {"type": "integer"},
-                        "warnings": {"type": "array", "items": {"type": "string"}},
                         "items": {"type": "object", "description": "A foreach step's items: how many, and how many succeeded."}
                     },
                     "required": ["status"]

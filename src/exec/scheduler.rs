@@ -225,36 +225,35 @@ impl<'p> Run<'p> {
             Some(_) => {
                 let mut found = false;
                 step.args
-                    .visit_refs(&mut |r: &crate::plan::Ref, _| found |= r.query.is_some());
+                    .visit_refs(&mut |r: &crate::plan::Ref, _| found |= r.costly());
                 found
             }
         };
         let (args, recorded) = if deferred {
             (Args::Deferred(self.resolver(step, unit.item)), None)
         } else {
-            let (prepared, warnings) = self.prepare(step, unit.item);
+            let prepared = self.prepare(step, unit.item);
             let args = match &prepared {
                 Prepared::Call(args) => Some(args.clone()),
                 _ => None,
             };
-            (Args::Ready(prepared), Some((args, warnings)))
+            (Args::Ready(prepared), Some(args))
         };
         let token = CancellationToken::new();
         *self.per_server.entry(step.server.clone()).or_default() += 1;
         self.running.insert(unit, (token.clone(), None));
-        let (args_now, warnings) = recorded.unwrap_or_default();
+        let args_now = recorded.flatten();
         match unit.item {
             None => {
                 self.records[i] = Some(StepRecord {
                     args: args_now,
-                    warnings,
                     started_ms: Some(millis(self.started.elapsed())),
                     ..StepRecord::unstarted(step)
                 });
             }
             Some(k) => {
                 if let Some(lp) = self.loops.get_mut(&i) {
-                    lp.start(k, args_now, warnings);
+                    lp.start(k, args_now);
                 }
             }
         }
@@ -275,11 +274,7 @@ impl<'p> Run<'p> {
     }
 
     /// Decides a step, or one item of it, here and now.
-    fn prepare(
-        &self,
-        step: &PlannedStep,
-        item: Option<usize>,
-    ) -> (Prepared, Vec<crate::plan::ResolveWarning>) {
+    fn prepare(&self, step: &PlannedStep, item: Option<usize>) -> Prepared {
         let lookup = |source: &RefSource| match source {
             RefSource::Output(id) => self.outputs.get(id),
             RefSource::Error(id) => self.errors.get(id),

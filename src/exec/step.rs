@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{InvokeError, Invoker};
-use crate::plan::{PlannedStep, Prepared, ResolveWarning, ToolOutcome, tool_outcome};
+use crate::plan::{PlannedStep, Prepared, ToolOutcome, tool_outcome};
 
 /// How long a cancelled or timed-out call may take to acknowledge its cancellation (and
 /// tell its server) before the step ends without it.
@@ -36,7 +36,7 @@ pub(super) enum Ending {
 }
 
 /// Decides a step (or one item) on a blocking thread.
-pub(super) type Resolve = Box<dyn FnOnce() -> (Prepared, Vec<ResolveWarning>) + Send>;
+pub(super) type Resolve = Box<dyn FnOnce() -> Prepared + Send>;
 
 /// A step decided already, or to decide off the I/O thread first (steps that run
 /// JSONPath queries: their cost grows with the values they read).
@@ -55,9 +55,9 @@ pub(super) struct Attempted {
     pub attempts: u32,
     pub started: Instant,
     pub finished: Instant,
-    /// Arguments resolved in the task (deferred ones; `None` for what calls nothing),
-    /// with their warnings, for the record.
-    pub resolved: Option<(Option<Value>, Vec<ResolveWarning>)>,
+    /// Arguments resolved in the task (deferred ones; the inner `None` for what calls
+    /// nothing), for the record.
+    pub resolved: Option<Option<Value>>,
 }
 
 /// One step's call, as the scheduler launches it.
@@ -110,12 +110,12 @@ pub(super) async fn attempt<I: Invoker>(
                 () = cancel.cancelled() => return ended(Ending::Cancelled, 0, None),
             };
             match done {
-                Ok((prepared, warnings)) => {
+                Ok(prepared) => {
                     let args = match &prepared {
                         Prepared::Call(args) => Some(args.clone()),
                         _ => None,
                     };
-                    (prepared, Some((args, warnings)))
+                    (prepared, Some(args))
                 }
                 Err(broke) => {
                     let message = format!("resolving the arguments failed: {broke}");

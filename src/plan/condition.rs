@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 use super::issue::excerpt;
 use super::names::closest;
 use super::refs::RawRef;
-use super::resolve::{ResolveWarning, read};
-use super::template::{Ref, RefSource, Template};
+use super::resolve::Reader;
+use super::template::{REF_OBJECT_KEYS, Ref, RefSource, Template};
+use super::text_form::compile_pattern;
 
 /// The comparison operators, as written.
 pub const OPERATORS: [&str; 10] = [
@@ -22,9 +23,6 @@ pub const OPERATORS: [&str; 10] = [
 /// Deepest nesting of `all` / `any` / `not`: conditions are written by hand, and a
 /// deeper one is a hostile input, not a plan.
 const MAX_DEPTH: usize = 16;
-/// Longest `matches` pattern, and the most memory its compiled form may take.
-const MAX_PATTERN_CHARS: usize = 1_000;
-const MAX_PATTERN_BYTES: usize = 1 << 20;
 
 /// A parsed condition. `R` is [`RawRef`] after parsing and [`Ref`] after validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,7 +175,8 @@ fn parse_at(
     compare(map, at, problems)
 }
 
-/// `{"$ref": REF, OP: VALUE}` (and `"jsonpath"` beside `$ref`), or `{"$ref": REF}` alone.
+/// `{"$ref": REF, OP: VALUE}` (with what else a reference object may hold beside `$ref`:
+/// `jsonpath`, a text form, `default`), or `{"$ref": REF}` alone.
 fn compare(
     map: &Map<String, Value>,
     at: &str,
@@ -187,8 +186,8 @@ fn compare(
     let mut ops = Vec::new();
     for (key, value) in map {
         match key.as_str() {
-            "$ref" | "jsonpath" => {
-                reference_part.insert(key.clone(), value.clone());
+            key if REF_OBJECT_KEYS.contains(&key) => {
+                reference_part.insert(key.to_owned(), value.clone());
             }
             op => ops.push((op, value)),
         }
@@ -257,19 +256,7 @@ fn pattern(operand: &Value) -> Result<regex::Regex, String> {
     let Value::String(text) = operand else {
         return Err("\"matches\" takes a regular expression, as a string".into());
     };
-    if text.chars().count() > MAX_PATTERN_CHARS {
-        return Err(format!(
-            "the \"matches\" pattern is longer than {MAX_PATTERN_CHARS} characters"
-        ));
-    }
-    regex::RegexBuilder::new(text)
-        .size_limit(MAX_PATTERN_BYTES)
-        .build()
-        .map_err(|e| format!("bad \"matches\" pattern: {}", one_line(&e.to_string())))
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    compile_pattern(text, "matches")
 }
 
 /// The one reference a string or `{"$ref": …}` object holds; its syntax problems are
@@ -378,30 +365,45 @@ impl std::fmt::Display for Condition<Ref> {
 }
 
 impl Condition<Ref> {
-    /// Decides the condition: `lookup` returns what a source holds, and a reference that
-    /// finds nothing reads `null` (with a warning). An error says why two values cannot
-    /// be compared.
+    /// Decides the condition: `lookup` returns what a source holds. An error says why it
+    /// cannot be decided: a reference found nothing (only `exists` reads a missing path,
+    /// as absent), or two values cannot be compared.
     pub fn holds<'v>(
         &self,
         lookup: &dyn Fn(&RefSource) -> Option<&'v Value>,
-        warnings: &mut Vec<ResolveWarning>,
     ) -> Result<bool, String> {
+        self.decide(&Reader::new(lookup))
+    }
+
+    /// [`Self::holds`], reading with `reader`.
+    pub(super) fn decide(&self, reader: &Reader<'_, '_>) -> Result<bool, String> {
+        let read = |r: &Ref| {
+            reader
+                .read(r, "when")
+                .map_err(|missing| missing.to_string())
+        };
         Ok(match self {
             Condition::Constant(b) => *b,
-            Condition::Truthy(r) => truthy(&read(r, "when", lookup, warnings)),
+            Condition::Truthy(r) => truthy(&read(r)?),
             Condition::Compare {
                 subject,
                 op,
                 operand,
             } => {
-                let value = read(subject, "when", lookup, warnings);
-                let operand = operand.resolve(lookup, warnings);
+                let value = match op {
+                    // `exists` asks whether the path finds anything: a missing one is absent.
+                    Op::Exists => reader.read(subject, "when").unwrap_or(Value::Null),
+                    _ => read(subject)?,
+                };
+                let operand = reader
+                    .template(operand, "when")
+                    .map_err(|missing| missing.to_string())?;
                 compare_values(&value, op, &operand)
                     .map_err(|why| format!("`{}`: {why}", subject.text))?
             }
             Condition::All(parts) => {
                 for part in parts {
-                    if !part.holds(lookup, warnings)? {
+                    if !part.decide(reader)? {
                         return Ok(false);
                     }
                 }
@@ -409,13 +411,13 @@ impl Condition<Ref> {
             }
             Condition::Any(parts) => {
                 for part in parts {
-                    if part.holds(lookup, warnings)? {
+                    if part.decide(reader)? {
                         return Ok(true);
                     }
                 }
                 false
             }
-            Condition::Not(inner) => !inner.holds(lookup, warnings)?,
+            Condition::Not(inner) => !inner.decide(reader)?,
         })
     }
 }

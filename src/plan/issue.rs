@@ -494,7 +494,7 @@ impl IssueKind {
                 "a step either calls a tool (\"tool\", \"args\") or is a value step (\"value\"), not both".into()
             }
             IssueKind::ItemOutsideForeach { .. } => {
-                "item and index exist only in the args (or value) of a step with \"foreach\"; a loop's outputs are read whole, as $ref:STEP".into()
+                "item, index and [index] exist only in the args (or value) of a step with \"foreach\"; elsewhere a loop's outputs are read whole ($ref:STEP) or by position ($ref:STEP[0])".into()
             }
             IssueKind::ForeachNotArray { .. } => {
                 "give an array, or a reference to one such as \"$ref:list.items\"".into()

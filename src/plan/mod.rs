@@ -6,7 +6,7 @@
 //! step's [`PlannedStep`] what to do (`ready`: its condition, then its items, value or
 //! arguments) as the steps it reads finish, and reads each call's output (`step_output`).
 //! Beside it: `ids` and `strategy`, which every stage names; the reference language
-//! (`refs`, `query`, `template`, `resolve`, `condition`); what validation checks against
+//! (`refs`, `query`, `template`, `text_form`, `lenient`, `resolve`, `condition`); what validation checks against
 //! (`tools`, `schema`, `cycles`) and reports (`issue`, `names` for hints); the schedule a
 //! lazy plan shows (`levels`, `diagrams`) and the `execute_plan` text (`describe`).
 //! docs/plan-language.md is the specification.
@@ -17,6 +17,7 @@ mod describe;
 mod diagrams;
 mod ids;
 mod issue;
+mod lenient;
 mod levels;
 mod names;
 mod parse;
@@ -28,6 +29,7 @@ mod schema;
 mod step_output;
 mod strategy;
 mod template;
+mod text_form;
 mod tools;
 mod validate;
 mod validated;
@@ -44,17 +46,19 @@ pub use issue::{
     IssueKind, IssueList, MAX_ISSUE_CHARS, MAX_ISSUES, PlanIssue, cap_issues, describe_value,
     render_issues, sort_issues,
 };
+pub use lenient::{MAX_PARSED_DEPTH, MAX_PARSED_TEXT_BYTES};
 pub use levels::{Schedule, schedule};
 pub(crate) use names::fold_name;
 pub use parse::{MAX_UNWRAP, OutputSlots, Plan, Step, Unopened, open_wrapper, parse};
 pub use query::JsonQuery;
 pub use ready::{CONDITION_FALSE, Prepared};
 pub use refs::{PathSeg, RawRef, RawRoot, select};
-pub use resolve::ResolveWarning;
+pub use resolve::{Lookup, Missing, Reader};
 pub use schema::check_args;
 pub use step_output::{ToolOutcome, output_value, parse_text, tool_outcome};
 pub use strategy::{OnError, Strategy};
-pub use template::{Piece, Ref, RefSource, Template};
+pub use template::{Piece, REF_OBJECT_KEYS, Ref, RefSource, Template};
+pub use text_form::TextForm;
 pub use tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool};
 pub use validate::{DEFAULT_PIPE_TO, EXECUTE_PLAN_TOOL, validate};
 pub use validated::{

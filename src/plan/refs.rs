@@ -6,7 +6,7 @@
 //! ```text
 //! reference := root segment*
 //! root      := "steps[" digits "]" | "input" | "inputs" | "item" | "index" | key
-//! segment   := "." key | "[" integer "]" | "[" quoted "]"
+//! segment   := "." key | "[" integer "]" | "[" quoted "]" | "[index]"
 //! key       := one or more characters other than . [ ] { } < > | " ' , whitespace
 //! quoted    := '"' text '"' | "'" text "'"      (\" \' \\ escape inside)
 //! ```
@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::issue::excerpt;
 use super::query::{JsonQuery, preview};
+use super::text_form::TextForm;
 
 /// One step of a path: an object key or an array index (negative counts from the end).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,9 @@ pub enum PathSeg {
     Key(String),
     /// An array index; `-1` is the last element.
     Index(i64),
+    /// `[index]`: the current item's position, inside a `foreach` step (pairing loops:
+    /// `read[index].content` reads the output of step `read` for the same item).
+    ItemIndex,
 }
 
 /// What a reference names before validation ties it to a step.
@@ -55,8 +59,12 @@ pub struct RawRef {
     pub root: RawRoot,
     /// The path inside the value (a leading `result` already dropped).
     pub path: Vec<PathSeg>,
-    /// An optional JSONPath applied after `path`.
+    /// An optional JSONPath applied after `path` (and after `form`).
     pub query: Option<JsonQuery>,
+    /// A text form applied to what `path` selected (`{"$ref": …, "split": "\n"}`).
+    pub form: Option<TextForm>,
+    /// The value used when the reference finds nothing (`{"$ref": …, "default": 0}`).
+    pub default: Option<Box<Value>>,
 }
 
 /// Characters that end a dot key; anything else may be part of one.
@@ -175,11 +183,14 @@ fn parse_path_prefix(text: &str) -> Result<(RawRoot, Vec<PathSeg>, usize), Strin
             cur.skip_spaces();
             if let Some(key) = cur.quoted()? {
                 path.push(PathSeg::Key(key));
+            } else if cur.eat("index") {
+                path.push(PathSeg::ItemIndex);
             } else if let Some(index) = cur.integer() {
                 path.push(PathSeg::Index(index));
             } else {
                 return Err(
-                    "`[` must hold an index such as [0] or a quoted key such as [\"a.b\"]".into(),
+                    "`[` must hold an index such as [0], [index] in a foreach, or a quoted key such as [\"a.b\"]"
+                        .into(),
                 );
             }
             cur.skip_spaces();
@@ -231,6 +242,8 @@ pub fn parse_reference(text: &str, allow_query: bool) -> Result<RawRef, String> 
         root,
         path,
         query,
+        form: None,
+        default: None,
     })
 }
 
@@ -362,6 +375,8 @@ fn angle_reference(inner: &str) -> Option<(RawRef, usize)> {
             root,
             path,
             query: None,
+            form: None,
+            default: None,
         },
         end + 1,
     ))
@@ -373,21 +388,27 @@ fn flush(pieces: &mut Vec<ScannedPiece>, literal: &mut String) {
     }
 }
 
-/// Reads `path` out of `value`; `None` when a key or index is missing.
+/// Reads `path` out of `value`; `None` when a key or index is missing, and at `[index]`
+/// (which only a loop's item can fill). Resolution reads more (into text, `[index]`):
+/// `resolve`'s `Reader`.
 pub fn select<'a>(value: &'a Value, path: &[PathSeg]) -> Option<&'a Value> {
-    path.iter()
-        .try_fold(value, |current, seg| match (seg, current) {
-            (PathSeg::Key(key), Value::Object(map)) => map.get(key),
-            (PathSeg::Key(key), Value::Array(items)) => {
-                key.parse::<usize>().ok().and_then(|i| items.get(i))
-            }
-            (PathSeg::Index(index), Value::Array(items)) => {
-                let len = i64::try_from(items.len()).ok()?;
-                let at = if *index < 0 { len + index } else { *index };
-                usize::try_from(at).ok().and_then(|i| items.get(i))
-            }
-            _ => None,
-        })
+    path.iter().try_fold(value, child)
+}
+
+/// One step of a path: an object's key (or an array's, when all digits), an index.
+pub(super) fn child<'a>(value: &'a Value, seg: &PathSeg) -> Option<&'a Value> {
+    match (seg, value) {
+        (PathSeg::Key(key), Value::Object(map)) => map.get(key),
+        (PathSeg::Key(key), Value::Array(items)) => {
+            key.parse::<usize>().ok().and_then(|i| items.get(i))
+        }
+        (PathSeg::Index(index), Value::Array(items)) => {
+            let len = i64::try_from(items.len()).ok()?;
+            let at = if *index < 0 { len + index } else { *index };
+            usize::try_from(at).ok().and_then(|i| items.get(i))
+        }
+        _ => None,
+    }
 }
 
 /// Writes a path the way the grammar reads it (`.a[0]["x.y"]`), for locations and messages.
@@ -403,6 +424,7 @@ impl fmt::Display for PathSeg {
             }
             PathSeg::Key(key) => write!(f, "[{}]", Value::String(key.clone())),
             PathSeg::Index(index) => write!(f, "[{index}]"),
+            PathSeg::ItemIndex => write!(f, "[index]"),
         }
     }
 }

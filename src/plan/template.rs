@@ -7,6 +7,10 @@ use super::ids::StepId;
 use super::issue::excerpt;
 use super::query::JsonQuery;
 use super::refs::{self, PathSeg, RawRef, ScannedPiece};
+use super::text_form::{FORM_KEYS, TextForm};
+
+/// The keys a reference object may hold: `$ref`, and what to do with what it reads.
+pub const REF_OBJECT_KEYS: [&str; 6] = ["$ref", "jsonpath", "parse", "split", "match", "default"];
 
 /// What a validated reference reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -43,8 +47,20 @@ pub struct Ref {
     pub source: RefSource,
     /// The path inside that value.
     pub path: Vec<PathSeg>,
-    /// An optional JSONPath query applied after `path`.
+    /// An optional JSONPath query applied after `path` (and after `form`).
     pub query: Option<JsonQuery>,
+    /// A text form applied to what `path` selected.
+    pub form: Option<TextForm>,
+    /// What to use when the reference finds nothing; without one, the reading step fails.
+    pub default: Option<Box<Value>>,
+}
+
+impl Ref {
+    /// Whether reading it may cost in proportion to the value it reads (a JSONPath query,
+    /// a text form), so the executor resolves it off the I/O thread.
+    pub fn costly(&self) -> bool {
+        self.query.is_some() || self.form.is_some()
+    }
 }
 
 impl std::fmt::Display for Ref {
@@ -58,8 +74,14 @@ impl std::fmt::Display for Ref {
             RefSource::Item => write!(f, "item{path}")?,
             RefSource::Index => write!(f, "index{path}")?,
         }
-        match &self.query {
-            Some(query) => write!(f, " | {}", query.as_str()),
+        if let Some(form) = &self.form {
+            write!(f, " ({form})")?;
+        }
+        if let Some(query) = &self.query {
+            write!(f, " | {}", query.as_str())?;
+        }
+        match &self.default {
+            Some(default) => write!(f, " (default {default})"),
             None => Ok(()),
         }
     }
@@ -98,6 +120,8 @@ impl Ref {
             source,
             path: raw.path.clone(),
             query: raw.query.clone(),
+            form: raw.form.clone(),
+            default: raw.default.clone(),
         }
     }
 }
@@ -284,9 +308,10 @@ fn build_string(text: &str, at: &str, problems: &mut Vec<SyntaxProblem>) -> Temp
     }
 }
 
-/// `{"$ref": "step.path", "jsonpath": "$…"}`. `None` when the object is not a
-/// reference: no `$ref` string, or one that starts with `#` or holds `/` (a JSON Schema
-/// or JSON Pointer reference, passed through as data).
+/// `{"$ref": "step.path", "jsonpath": "$…"}`, with a text form (`"parse"`, `"split"`,
+/// `"match"`) and a `"default"` if it likes. `None` when the object is not a reference:
+/// no `$ref` string, or one that starts with `#` or holds `/` (a JSON Schema or JSON
+/// Pointer reference, passed through as data).
 fn reference_object(map: &Map<String, Value>) -> Option<Result<RawRef, String>> {
     let Value::String(target) = map.get("$ref")? else {
         return None;
@@ -294,9 +319,10 @@ fn reference_object(map: &Map<String, Value>) -> Option<Result<RawRef, String>> 
     if target.starts_with('#') || target.contains('/') {
         return None;
     }
-    if let Some(extra) = map.keys().find(|k| *k != "$ref" && *k != "jsonpath") {
+    if let Some(extra) = map.keys().find(|k| !REF_OBJECT_KEYS.contains(&k.as_str())) {
         return Some(Err(format!(
-            "a reference object holds only \"$ref\" and optionally \"jsonpath\", not \"{extra}\""
+            "a reference object holds \"$ref\" and optionally \"jsonpath\", one of {}, and \"default\"; not \"{extra}\"",
+            FORM_KEYS.map(|k| format!("\"{k}\"")).join(" / ")
         )));
     }
     let body = target.strip_prefix("$ref:").unwrap_or(target);
@@ -317,9 +343,15 @@ fn reference_object(map: &Map<String, Value>) -> Option<Result<RawRef, String>> 
             ));
         }
     };
+    let form = match TextForm::from_object(map) {
+        Ok(form) => form,
+        Err(e) => return Some(Err(e)),
+    };
     Some(parsed.map(|parsed| RawRef {
         text: compact(&Value::Object(map.clone())),
         query,
+        form,
+        default: map.get("default").cloned().map(Box::new),
         ..parsed
     }))
 }

@@ -9,7 +9,7 @@ use super::condition::Condition;
 use super::ids::StepId;
 use super::issue::PlanIssue;
 use super::parse::OutputSlots;
-use super::resolve::ResolveWarning;
+use super::resolve::{Missing, Reader};
 use super::strategy::{OnError, Strategy};
 use super::template::{Ref, RefSource, Template};
 
@@ -174,23 +174,30 @@ impl PlannedStep {
         &self,
         inputs: &'a Value,
         lookup: &dyn Fn(&RefSource) -> Option<&'a Value>,
-    ) -> (Value, Vec<ResolveWarning>) {
+    ) -> Result<Value, Missing> {
         let full = with_inputs(inputs, lookup);
-        let mut warnings = Vec::new();
-        let mut args = self.args.resolve(&full, &mut warnings);
+        self.resolve_with(&Reader::new(&full))
+    }
+
+    /// [`Self::resolve`], reading with `reader` (the plan's inputs supplied).
+    pub(super) fn resolve_with(&self, reader: &Reader<'_, '_>) -> Result<Value, Missing> {
+        let field = match self.kind {
+            StepKind::Call => "args",
+            StepKind::Value => "value",
+        };
+        let mut args = reader.template(&self.args, field)?;
         if let (Some(pipe), Value::Object(map)) = (&self.pipe, &mut args)
             && !map.contains_key(&pipe.into)
         {
-            let value = full(&RefSource::Output(pipe.from.clone()))
+            let value = reader
+                .source(&RefSource::Output(pipe.from.clone()))
                 .cloned()
-                .unwrap_or_else(|| {
-                    warnings.push(ResolveWarning {
-                        location: format!("args.{}", pipe.into),
-                        reference: format!("pipe from {}", pipe.from),
-                        message: format!("read step '{}', which has no output", pipe.from),
-                    });
-                    Value::Null
-                });
+                .ok_or_else(|| Missing {
+                    location: format!("args.{}", pipe.into),
+                    reference: format!("pipe from {}", pipe.from),
+                    message: format!("step `{}` has no output", pipe.from),
+                    fallback: "read it with a {\"$ref\": …} that gives a \"default\"".into(),
+                })?;
             map.insert(pipe.into.clone(), value);
         }
         if let Value::Object(map) = &mut args {
@@ -202,7 +209,7 @@ impl PlannedStep {
                 }
             }
         }
-        (args, warnings)
+        Ok(args)
     }
 
     /// Calls `f` on every reference the step reads: in its arguments (or value), its
@@ -231,11 +238,12 @@ impl PlannedStep {
         sources
     }
 
-    /// Whether a reference of this step runs a JSONPath query: its cost grows with the
-    /// value it reads, so the executor resolves such a step off the I/O thread.
+    /// Whether a reference of this step runs a JSONPath query or a text form: its cost
+    /// grows with the value it reads, so the executor resolves such a step off the I/O
+    /// thread.
     pub fn queries(&self) -> bool {
         let mut found = false;
-        self.visit_refs(&mut |r: &Ref| found |= r.query.is_some());
+        self.visit_refs(&mut |r: &Ref| found |= r.costly());
         found
     }
 
@@ -331,11 +339,12 @@ impl ValidatedPlan {
     }
 
     /// Resolves the named selections against finished outputs: each name with its value,
-    /// or `None` when a step it reads has no output (it failed or never ran).
+    /// or `None` when a step it reads has no output (it failed or never ran) or a
+    /// reference found nothing (then with why).
     pub fn resolve_selections(
         &self,
         outputs: &HashMap<StepId, Value>,
-    ) -> Vec<(String, Option<Value>, Vec<ResolveWarning>)> {
+    ) -> Vec<(String, Option<Value>, Option<Missing>)> {
         self.selections
             .iter()
             .map(|(name, template)| {
@@ -346,9 +355,8 @@ impl ValidatedPlan {
                     }
                 });
                 if !complete {
-                    return (name.clone(), None, Vec::new());
+                    return (name.clone(), None, None);
                 }
-                let mut warnings = Vec::new();
                 let lookup = |source: &RefSource| -> Option<&Value> {
                     match source {
                         RefSource::Output(id) => outputs.get(id),
@@ -356,8 +364,10 @@ impl ValidatedPlan {
                         RefSource::Error(_) | RefSource::Item | RefSource::Index => None,
                     }
                 };
-                let value = template.resolve_at(&format!("outputs.{name}"), &lookup, &mut warnings);
-                (name.clone(), Some(value), warnings)
+                match Reader::new(&lookup).template(template, &format!("outputs.{name}")) {
+                    Ok(value) => (name.clone(), Some(value), None),
+                    Err(missing) => (name.clone(), None, Some(missing)),
+                }
             })
             .collect()
     }
@@ -396,15 +406,15 @@ impl ValidatedPlan {
     /// Resolves a step's arguments against finished steps. `lookup` returns what a
     /// source holds: a step's output for [`RefSource::Output`], its caught error for
     /// [`RefSource::Error`], or `None` when it has none; the plan's inputs are supplied
-    /// here. Under `chained`, the previous output is piped in. Anything missing becomes
-    /// `null` with a warning. An unknown step id yields `Value::Null` and no warnings.
+    /// here. Under `chained`, the previous output is piped in. A reference that finds
+    /// nothing (and has no `default`) is the error. An unknown step id yields `null`.
     pub fn resolve_args<'a>(
         &'a self,
         step: &StepId,
         lookup: &dyn Fn(&RefSource) -> Option<&'a Value>,
-    ) -> (Value, Vec<ResolveWarning>) {
+    ) -> Result<Value, Missing> {
         let Some(planned) = self.step(step) else {
-            return (Value::Null, Vec::new());
+            return Ok(Value::Null);
         };
         planned.resolve(&self.inputs, lookup)
     }
@@ -415,7 +425,7 @@ impl ValidatedPlan {
         step: &StepId,
         outputs: &'a HashMap<StepId, Value>,
         errors: &'a HashMap<StepId, Value>,
-    ) -> (Value, Vec<ResolveWarning>) {
+    ) -> Result<Value, Missing> {
         self.resolve_args(step, &|source| match source {
             RefSource::Output(id) => outputs.get(id),
             RefSource::Error(id) => errors.get(id),

@@ -42,9 +42,8 @@ impl Run<'_> {
             return;
         }
         let i = unit.step;
-        if let (Some((args, warnings)), Some(record)) = (done.resolved, self.records[i].as_mut()) {
+        if let (Some(args), Some(record)) = (done.resolved, self.records[i].as_mut()) {
             record.args = args;
-            record.warnings = warnings;
         }
         let duration_ms = Some(millis(done.finished - done.started));
         let (status, error, output) = match self.called(done.ending, cancel_reason.clone()) {

@@ -62,15 +62,23 @@ impl Run<'_> {
         } else {
             RunStatus::Succeeded
         };
-        let selections = plan
+        let selections: Vec<Selection> = plan
             .resolve_selections(&self.outputs)
             .into_iter()
-            .map(|(name, value, warnings)| Selection {
+            .map(|(name, value, missing)| Selection {
                 name,
                 value,
-                warnings,
+                missing,
             })
             .collect();
+        // A selection that found nothing is no success: the model did not get it.
+        let missed = selections.iter().filter(|s| s.missing.is_some()).count();
+        let status = match status {
+            _ if missed == 0 => status,
+            _ if missed == selections.len() => RunStatus::Failed,
+            RunStatus::Succeeded => RunStatus::Partial,
+            other => other,
+        };
         RunRecord {
             selections,
             run_id: self.run_id.to_string(),

@@ -2,24 +2,6 @@
 
 use super::*;
 
-/// Runs `plan` and returns the record, `id=status` for every step, and the output of
-/// each succeeded step.
-async fn outcome(plan_json: Value) -> (RunRecord, String, Value) {
-    let p = plan(plan_json);
-    let (record, _, _) = exec(&p, &settings()).await;
-    let statuses: Vec<String> = record
-        .steps
-        .iter()
-        .map(|s| format!("{}={}", s.id, s.status.as_str()))
-        .collect();
-    let outputs: serde_json::Map<String, Value> = record
-        .steps
-        .iter()
-        .filter_map(|s| Some((s.id.clone(), s.output.clone()?)))
-        .collect();
-    (record, statuses.join(" "), Value::Object(outputs))
-}
-
 #[tokio::test(start_paused = true)]
 async fn conditions_decide_which_steps_run() {
     let cases: &[(Value, &str, RunStatus)] = &[

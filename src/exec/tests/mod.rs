@@ -16,6 +16,7 @@ mod results;
 mod stops;
 mod strategies;
 mod table;
+mod text;
 
 /// Tools of the fake server `t`: `sleep {ms}` (answers its args after ms), `fail
 /// {message, ms}`, `flaky {fails}` (fails that many times, then succeeds), `hang` (until
@@ -177,4 +178,22 @@ fn status(record: &RunRecord, id: &str) -> (StepStatus, Option<String>) {
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// Runs `plan` and returns the record, `id=status` for every step, and the output of
+/// each succeeded step.
+async fn outcome(plan_json: Value) -> (RunRecord, String, Value) {
+    let p = plan(plan_json);
+    let (record, _, _) = exec(&p, &settings()).await;
+    let statuses: Vec<String> = record
+        .steps
+        .iter()
+        .map(|s| format!("{}={}", s.id, s.status.as_str()))
+        .collect();
+    let outputs: serde_json::Map<String, Value> = record
+        .steps
+        .iter()
+        .filter_map(|s| Some((s.id.clone(), s.output.clone()?)))
+        .collect();
+    (record, statuses.join(" "), Value::Object(outputs))
 }

@@ -126,19 +126,21 @@ async fn retries_are_capped_and_only_for_transient_failures() {
 async fn a_step_with_a_jsonpath_query_is_resolved_off_the_io_thread_and_recorded() {
     let p = plan(json!({"steps": [
         {"id": "a", "tool": "t__sleep", "args": {"ms": 10, "items": [1, 5, 9]}},
-        {"id": "b", "tool": "t__sleep", "args": {"ms": 10, "big": {"$ref": "a", "jsonpath": "$.items[?@ > 2]"}, "gone": "$ref:a.nope"}}
+        {"id": "b", "tool": "t__sleep", "args": {"ms": 10, "big": {"$ref": "a", "jsonpath": "$.items[?@ > 2]"}, "none": {"$ref": "a.nope", "default": 0}}},
+        {"id": "c", "tool": "t__sleep", "args": {"gone": {"$ref": "a", "jsonpath": "$.nope"}}}
     ]}));
     let (record, _, _) = exec(&p, &settings()).await;
     assert_eq!(status(&record, "b").0, StepStatus::Succeeded);
     let b = record.step("b");
     assert_eq!(
         b.and_then(|s| s.args.clone()),
-        Some(json!({"ms": 10, "big": [5, 9], "gone": null}))
+        Some(json!({"ms": 10, "big": [5, 9], "none": 0}))
     );
-    assert_eq!(
-        b.map(|s| s.warnings.len()),
-        Some(1),
-        "the missing path is warned about"
+    let (c, error) = status(&record, "c");
+    assert_eq!(c, StepStatus::Failed);
+    assert!(
+        error.is_some_and(|e| e.contains("JSONPath `$.nope` matched nothing in `a`")),
+        "a query that finds nothing fails its step off the I/O thread too"
     );
 }
 

@@ -8,6 +8,7 @@ use super::plan::{Plan, Step};
 use crate::plan::condition::Condition;
 use crate::plan::refs::{RawRef, RawRoot, format_path};
 use crate::plan::template::{Template, Writer};
+use crate::plan::text_form::TextForm;
 
 impl RawRef {
     /// The reference in canonical text: `STEP.PATH`, `steps[N].PATH` or `input.PATH`
@@ -26,11 +27,27 @@ impl RawRef {
 
     fn whole_value(&self) -> Value {
         let body = self.canonical();
-        match (&self.root, &self.query) {
-            (RawRoot::State(_), _) => Value::String(body),
-            (_, Some(query)) => json!({"$ref": body, "jsonpath": query.as_str()}),
-            (_, None) => Value::String(format!("$ref:{body}")),
+        if matches!(self.root, RawRoot::State(_)) {
+            return Value::String(body);
         }
+        if self.query.is_none() && self.form.is_none() && self.default.is_none() {
+            return Value::String(format!("$ref:{body}"));
+        }
+        let mut object = Map::new();
+        object.insert("$ref".into(), Value::String(body));
+        if let Some(query) = &self.query {
+            object.insert("jsonpath".into(), json!(query.as_str()));
+        }
+        match &self.form {
+            Some(TextForm::Json) => object.insert("parse".into(), json!("json")),
+            Some(TextForm::Split(sep)) => object.insert("split".into(), json!(sep)),
+            Some(TextForm::Match(re)) => object.insert("match".into(), json!(re.as_str())),
+            None => None,
+        };
+        if let Some(default) = &self.default {
+            object.insert("default".into(), Value::clone(default));
+        }
+        Value::Object(object)
     }
 }
 

@@ -150,6 +150,24 @@ fn references() {
         }}]}),
     );
     snap(
+        "issue_bad_text_forms",
+        json!({"steps": [list(), {"tool": "chaos__echo", "args": {
+            "a": {"$ref": "list", "parse": "yaml"},
+            "b": {"$ref": "list", "match": "(unclosed"},
+            "c": {"$ref": "list", "split": ""},
+            "d": {"$ref": "list", "split": ",", "parse": "json"},
+            "e": {"$ref": "list", "match": "x".repeat(1_001)}
+        }}]}),
+    );
+    snap(
+        "issue_index_outside_foreach",
+        json!({"steps": [
+            {"id": "read", "foreach": ["a", "b"], "tool": "chaos__echo", "args": {"input": "$ref:item"}},
+            {"id": "one", "tool": "chaos__echo", "args": {"input": "$ref:read[index].content"}},
+            {"id": "each", "foreach": "$ref:read", "when": "${read[index]}", "tool": "chaos__echo", "args": {"input": "$ref:item"}}
+        ], "outputs": {"x": {"$ref": "read[index]"}}}),
+    );
+    snap(
         "issue_unknown_step_reference",
         json!({"steps": [list(), {"tool": "chaos__echo", "args": {
             "input": "${lst.metrics}",

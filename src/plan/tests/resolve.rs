@@ -159,12 +159,11 @@ fn design_example_validates_and_resolves() {
         StepId::new("cpu"),
         json!({"name": "cpu_usage", "current": 72.5}),
     )]);
-    let (args, warnings) = plan.resolve_args_from(&StepId::new("check"), &outputs, &HashMap::new());
+    let args = plan.resolve_args_from(&StepId::new("check"), &outputs, &HashMap::new());
     assert_eq!(
         args,
-        json!({"metric": "cpu_usage", "value": 72.5, "threshold": 80, "op": "gt"})
+        Ok(json!({"metric": "cpu_usage", "value": 72.5, "threshold": 80, "op": "gt"}))
     );
-    assert!(warnings.is_empty());
 }
 
 #[test]
@@ -180,10 +179,13 @@ fn chained_pipes_the_previous_output() {
         (StepId::new("c"), json!("from c")),
     ]);
     let resolve = |id: &str| plan.resolve_args_from(&StepId::new(id), &outputs, &HashMap::new());
-    assert_eq!(resolve("b").0, json!({"input": {"said": "hi"}}));
-    assert_eq!(resolve("c").0, json!({"input": "mine"}));
     assert_eq!(
-        resolve("d").0,
+        resolve("b").unwrap_or_default(),
+        json!({"input": {"said": "hi"}})
+    );
+    assert_eq!(resolve("c").unwrap_or_default(), json!({"input": "mine"}));
+    assert_eq!(
+        resolve("d").unwrap_or_default(),
         json!({"path": "out.txt", "content": "from c"})
     );
     let kinds: Vec<DependencyKind> = plan
@@ -199,9 +201,11 @@ fn chained_pipes_the_previous_output() {
             DependencyKind::Output
         ]
     );
-    let (missing, warnings) =
-        plan.resolve_args_from(&StepId::new("b"), &HashMap::new(), &HashMap::new());
-    assert_eq!((missing, warnings.len()), (json!({"input": null}), 1));
+    let missing = plan.resolve_args_from(&StepId::new("b"), &HashMap::new(), &HashMap::new());
+    assert_eq!(
+        missing.map_err(|m| m.message),
+        Err("step `a` has no output".to_owned())
+    );
 }
 
 /// Seed 002's weather-to-file plan typed `CHAINED` (its query analysis calls it that):
@@ -217,10 +221,10 @@ fn a_chained_step_that_reads_the_previous_output_gets_no_pipe() {
          "dependencies": ["step1"]}
     ]}));
     let outputs = HashMap::from([(StepId::new("step1"), json!("Sunny, 22°C"))]);
-    let (args, _) = plan.resolve_args_from(&StepId::new("step2"), &outputs, &HashMap::new());
+    let args = plan.resolve_args_from(&StepId::new("step2"), &outputs, &HashMap::new());
     assert_eq!(
         args,
-        json!({"path": "documents/weather.txt", "content": "Sunny, 22°C"})
+        Ok(json!({"path": "documents/weather.txt", "content": "Sunny, 22°C"}))
     );
     let unwired = invalid(json!({"planType": "CHAINED", "steps": [
         {"id": "step1", "tool": "weather__get-forecast"},
@@ -233,10 +237,10 @@ fn a_chained_step_that_reads_the_previous_output_gets_no_pipe() {
         {"id": "s2", "tool": "chaos__echo", "args": {"message": "${s1.location}"}}
     ]}));
     let outputs = HashMap::from([(StepId::new("s1"), json!({"location": "NYC"}))]);
-    let (args, _) = piped.resolve_args_from(&StepId::new("s2"), &outputs, &HashMap::new());
+    let args = piped.resolve_args_from(&StepId::new("s2"), &outputs, &HashMap::new());
     assert_eq!(
         args,
-        json!({"message": "NYC", "input": {"location": "NYC"}})
+        Ok(json!({"message": "NYC", "input": {"location": "NYC"}}))
     );
 }
 
@@ -248,19 +252,19 @@ fn a_reference_into_a_text_argument_arrives_as_text() {
     let plan = valid(json!({"steps": [
         {"id": "w", "tool": "weather__get_forecast", "args": {"location": "NYC"}},
         {"id": "save", "tool": "files__write_file", "args": {"path": "a.txt", "content": "${w.result}"}},
-        {"id": "echo", "tool": "chaos__echo", "args": {"input": "$ref:w", "message": "$ref:w.days"}}
+        {"id": "echo", "tool": "chaos__echo", "args": {"input": "$ref:w", "message": {"$ref": "w.days", "default": null}}}
     ]}));
     let forecast = json!({"location": "NYC", "temperature_c": 22});
     let outputs = HashMap::from([(StepId::new("w"), forecast.clone())]);
     let resolve = |id: &str| {
         plan.resolve_args_from(&StepId::new(id), &outputs, &HashMap::new())
-            .0
+            .unwrap_or_default()
     };
     assert_eq!(
         resolve("save"),
         json!({"path": "a.txt", "content": r#"{"location":"NYC","temperature_c":22}"#})
     );
-    // Where the schema allows any value, it stays typed; a missing one stays null.
+    // Where the schema allows any value, it stays typed; a null default stays null.
     assert_eq!(resolve("echo"), json!({"input": forecast, "message": null}));
 }
 
@@ -302,11 +306,13 @@ fn state_slots_route_success_and_caught_errors() {
         _ => None,
     };
     assert_eq!(
-        plan.resolve_args(&StepId::new("s3"), &lookup).0,
+        plan.resolve_args(&StepId::new("s3"), &lookup)
+            .unwrap_or_default(),
         json!({"error": {"code": "card_declined"}})
     );
     assert_eq!(
-        plan.resolve_args(&StepId::new("s1"), &lookup).0,
+        plan.resolve_args(&StepId::new("s1"), &lookup)
+            .unwrap_or_default(),
         json!({"amount": 50})
     );
 }

@@ -198,6 +198,16 @@ impl Validator<'_> {
         slots: &HashMap<String, (usize, bool)>,
         no_item: Option<&str>,
     ) -> Option<Ref> {
+        if let Some(place) = no_item
+            && raw.path.contains(&PathSeg::ItemIndex)
+        {
+            let kind = IssueKind::ItemOutsideForeach {
+                text: raw.text.clone(),
+                place: place.to_owned(),
+            };
+            self.issue(at, kind);
+            return None;
+        }
         let source = match &raw.root {
             RawRoot::Input => RefSource::Input,
             RawRoot::Item | RawRoot::ItemIndex => match no_item {

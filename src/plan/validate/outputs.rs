@@ -3,7 +3,7 @@
 use super::Validator;
 use crate::plan::ids::StepId;
 use crate::plan::issue::IssueKind;
-use crate::plan::refs::{self, RawRef, RawRoot};
+use crate::plan::refs::{self, PathSeg, RawRef, RawRoot};
 use crate::plan::template::{Ref, RefSource, Template};
 
 impl Validator<'_> {
@@ -34,9 +34,10 @@ impl Validator<'_> {
             let at = format!("outputs.{name}");
             let mut map = |raw: &RawRef, below: &str| -> Option<Ref> {
                 let at = format!("{at}{below}");
+                let reads_item = matches!(raw.root, RawRoot::Item | RawRoot::ItemIndex)
+                    || raw.path.contains(&PathSeg::ItemIndex);
                 let source = match &raw.root {
-                    RawRoot::Input => RefSource::Input,
-                    RawRoot::Item | RawRoot::ItemIndex => {
+                    _ if reads_item => {
                         let kind = IssueKind::ItemOutsideForeach {
                             text: raw.text.clone(),
                             place: "outputs are read after the run, when there is none".into(),
@@ -44,6 +45,7 @@ impl Validator<'_> {
                         self.issue(at, kind);
                         return None;
                     }
+                    RawRoot::Input => RefSource::Input,
                     RawRoot::State(slot) => {
                         let kind = IssueKind::BadReference {
                             text: raw.text.clone(),
