@@ -12,6 +12,12 @@ pub enum DownstreamError {
     /// No exported tool has this name.
     #[error("unknown tool '{name}'{}", hint(.closest))]
     UnknownTool { name: String, closest: Vec<String> },
+    /// A bare tool name that several servers have.
+    #[error("tool name '{name}' is ambiguous: {}; call one of them by its exported name", .candidates.join(", "))]
+    AmbiguousTool {
+        name: String,
+        candidates: Vec<String>,
+    },
     /// No exported prompt has this name.
     #[error("unknown prompt '{name}'")]
     UnknownPrompt { name: String },

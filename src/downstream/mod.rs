@@ -36,6 +36,7 @@ pub use server::{Offer, Server, State};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::plan::ToolMatch;
 use crate::policy::{Authorized, Denied, Policy, Route};
 use changes::Changes;
 use checkpoint::Checkpoint;
@@ -297,10 +298,18 @@ impl Downstreams {
 
     /// The checkpoint: whether `route` may call the exported tool `name` (recorded in
     /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
+    ///
+    /// `name` is resolved first as a direct call's is (docs/plan-language.md, "Naming
+    /// tools"): the proof is for the exported name it means, which is where the call goes.
+    /// A name that resolves to nothing is decided as written (denied by a glob, or found
+    /// unknown on the way to the server).
     pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
         self.ready_for(name).await;
         let catalog = self.catalog();
-        let tier = catalog.get(name).map(|e| e.tier);
+        let (name, tier) = match catalog.find_called(name) {
+            Some(entry) => (entry.exported.as_str(), Some(entry.tier)),
+            None => (name, None),
+        };
         self.checkpoint.decide(&catalog, name, tier, route)
     }
 
@@ -367,13 +376,20 @@ impl Downstreams {
             if let Some(failed) = self.never_started(name) {
                 return Err(failed);
             }
-            return Err(DownstreamError::UnknownTool {
-                closest: catalog
-                    .closest(name, 3)
-                    .into_iter()
-                    .map(String::from)
-                    .collect(),
-                name: name.to_owned(),
+            return Err(match catalog.resolve_called(name) {
+                ToolMatch::Ambiguous(candidates) => DownstreamError::AmbiguousTool {
+                    name: name.to_owned(),
+                    candidates,
+                },
+                ToolMatch::Unknown(closest) => DownstreamError::UnknownTool {
+                    name: name.to_owned(),
+                    closest,
+                },
+                // Resolves, but not as an exported name: the caller did not ask for it.
+                ToolMatch::Found(spec) => DownstreamError::UnknownTool {
+                    name: name.to_owned(),
+                    closest: vec![spec.exported.clone()],
+                },
             });
         };
         match self.server(&entry.server) {
@@ -385,15 +401,17 @@ impl Downstreams {
     }
 
     /// Where a call of `name` goes when its server is on a line connection (a stdio
-    /// child or a built-in server), up or not: a catalog tool. A plain lookup: this runs
-    /// on the host's read path, where an unknown name must not cost the closest-name
-    /// hints `locate` builds for its error.
+    /// child or a built-in server), up or not: the catalog tool `name` resolves to (an
+    /// exact exported name at the cost of a map lookup; the rest of the rule only on a
+    /// miss). No hints: this runs on the host's read path, where an unknown name must not
+    /// cost the closest-name hints `locate` builds for its error. The route's
+    /// [`LineRoute::exported`] is the name to authorize.
     pub fn line_route(&self, name: &str) -> Option<LineRoute> {
         let catalog = self.catalog();
-        let entry = catalog.get(name)?;
+        let entry = catalog.find_called(name)?;
         let server = self.server(&entry.server)?;
         server.is_line().then(|| LineRoute {
-            exported: name.to_owned(),
+            exported: entry.exported.to_string(),
             tool: entry.tool.clone(),
             server,
         })

@@ -259,6 +259,7 @@ fn invoke_error(error: DownstreamError) -> InvokeError {
         | DownstreamError::Down { .. }
         | DownstreamError::Exited { .. }) => InvokeError::Unavailable(e.to_string()),
         e @ (DownstreamError::UnknownTool { .. }
+        | DownstreamError::AmbiguousTool { .. }
         | DownstreamError::UnknownPrompt { .. }
         | DownstreamError::UnknownResource { .. }
         | DownstreamError::Rpc { .. }
