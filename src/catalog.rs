@@ -198,6 +198,10 @@ impl Catalog {
                 server: server.to_string(),
                 tool: tool.name.to_string(),
                 input_schema: Value::Object((*tool.input_schema).clone()),
+                output_schema: tool
+                    .output_schema
+                    .as_ref()
+                    .map(|schema| Value::Object((**schema).clone())),
                 read_only: annotations.is_some_and(|a| a.read_only_hint == Some(true)),
                 idempotent: annotations.is_some_and(|a| a.idempotent_hint == Some(true)),
                 tier,

@@ -51,7 +51,7 @@ pub use query::JsonQuery;
 pub use ready::{CONDITION_FALSE, Prepared};
 pub use refs::{PathSeg, RawRef, RawRoot, select};
 pub use resolve::ResolveWarning;
-pub use schema::check_args;
+pub use schema::{check_args, unlisted_arguments};
 pub use step_output::{ToolOutcome, output_value, parse_text, tool_outcome};
 pub use strategy::{OnError, Strategy};
 pub use template::{Piece, Ref, RefSource, Template};

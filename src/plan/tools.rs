@@ -35,6 +35,7 @@ pub fn resource_spec() -> &'static ToolSpec {
             "properties": {"uri": {"type": "string"}},
             "required": ["uri"]
         }),
+        output_schema: None,
         read_only: true,
         idempotent: true,
         tier: Tier::Read,
@@ -53,6 +54,9 @@ pub struct ToolSpec {
     pub tool: String,
     /// The tool's `inputSchema`, used to check literal arguments.
     pub input_schema: Value,
+    /// The tool's `outputSchema`, if it has one: the shape of its `structuredContent`,
+    /// which is the step's output, used to check the paths references read in it.
+    pub output_schema: Option<Value>,
     /// `annotations.readOnlyHint`: retries are safe.
     pub read_only: bool,
     /// `annotations.idempotentHint`: retries are safe.

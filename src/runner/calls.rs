@@ -310,6 +310,7 @@ args = { path = "note.txt", content = "${input.text}" }
                 server: PIPELINE_SERVER.into(),
                 tool: "save".into(),
                 input_schema: json!({"type": "object"}),
+                output_schema: None,
                 read_only: false,
                 idempotent: false,
                 tier,

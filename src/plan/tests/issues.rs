@@ -256,6 +256,7 @@ fn nested_schemas() {
             server: "geo".into(),
             tool: "plot".into(),
             input_schema: schema,
+            output_schema: None,
             read_only: true,
             idempotent: true,
             tier: crate::policy::Tier::Read,
