@@ -572,9 +572,7 @@ impl ServerHandler for Upstream {
             .authorize(&request.name, &Route::Direct)
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
-        if proof.tool() != request.name {
-            request.name = proof.tool().to_owned().into();
-        }
+        request.name = proof.tool().to_owned().into();
         let cancel = self.shutdown.child_token();
         let call = self
             .downstreams
