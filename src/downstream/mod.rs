@@ -36,7 +36,6 @@ pub use server::{Offer, Server, State};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::plan::ToolMatch;
 use crate::policy::{Authorized, Denied, Policy, Route};
 use changes::Changes;
 use checkpoint::Checkpoint;
@@ -376,21 +375,10 @@ impl Downstreams {
             if let Some(failed) = self.never_started(name) {
                 return Err(failed);
             }
-            return Err(match catalog.resolve_called(name) {
-                ToolMatch::Ambiguous(candidates) => DownstreamError::AmbiguousTool {
-                    name: name.to_owned(),
-                    candidates,
-                },
-                ToolMatch::Unknown(closest) => DownstreamError::UnknownTool {
-                    name: name.to_owned(),
-                    closest,
-                },
-                // Resolves, but not as an exported name: the caller did not ask for it.
-                ToolMatch::Found(spec) => DownstreamError::UnknownTool {
-                    name: name.to_owned(),
-                    closest: vec![spec.exported.clone()],
-                },
-            });
+            return Err(DownstreamError::unresolved(
+                name,
+                catalog.resolve_called(name),
+            ));
         };
         match self.server(&entry.server) {
             Some(server) => Ok((server, entry.tool.clone())),
