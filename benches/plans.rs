@@ -226,6 +226,7 @@ fn instant_specs() -> Vec<ToolSpec> {
         server: "t".into(),
         tool: "echo".into(),
         input_schema: json!({"type": "object", "properties": {"n": {"type": "integer"}, "prev": {}}}),
+        output_schema: None,
         read_only: true,
         idempotent: true,
         tier: planmux::policy::Tier::Read,

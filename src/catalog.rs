@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::config::is_name_char;
 use crate::lock::Lock;
-use crate::plan::ToolSpec;
+use crate::plan::{ToolMatch, ToolSpec};
 use crate::policy::{Policy, Tier, TierRules};
 
 pub use resources::{PromptEntry, Resources, ServerResources};
@@ -198,6 +198,10 @@ impl Catalog {
                 server: server.to_string(),
                 tool: tool.name.to_string(),
                 input_schema: Value::Object((*tool.input_schema).clone()),
+                output_schema: tool
+                    .output_schema
+                    .as_ref()
+                    .map(|schema| Value::Object((**schema).clone())),
                 read_only: annotations.is_some_and(|a| a.read_only_hint == Some(true)),
                 idempotent: annotations.is_some_and(|a| a.idempotent_hint == Some(true)),
                 tier,
@@ -242,6 +246,27 @@ impl Catalog {
     /// The entry for an exported name.
     pub fn get(&self, exported: &str) -> Option<&Entry> {
         self.by_name.get(exported).map(|&i| &self.entries[i])
+    }
+
+    /// The entry a host's direct call of `name` means (docs/plan-language.md, "Naming
+    /// tools"): the exact exported name first (a map lookup), then a bare tool name or
+    /// either ignoring case and `-` versus `_`. Denied and quarantined tools never resolve.
+    /// No hints: cheap enough for the host's read path.
+    pub fn find_called(&self, name: &str) -> Option<&Entry> {
+        self.get(name).or_else(|| {
+            let spec = crate::plan::find_called(&self.specs, name)?;
+            self.get(&spec.exported)
+        })
+    }
+
+    /// [`Self::find_called`] with what a miss tells the host: up to three look-alike
+    /// names (the hints a plan's step gets for the same name), or every tool a bare name
+    /// could mean.
+    pub fn resolve_called(&self, name: &str) -> ToolMatch<'_> {
+        match self.by_name.get(name).and_then(|&i| self.specs.get(i)) {
+            Some(spec) => ToolMatch::Found(spec),
+            None => crate::plan::resolve_called(&self.specs, name),
+        }
     }
 
     /// Every entry, servers in config order, tools in the order their server listed them.
@@ -292,29 +317,6 @@ impl Catalog {
             }
         }
         servers
-    }
-
-    /// Up to `n` exported names closest to `name`, for "did you mean" hints.
-    pub fn closest(&self, name: &str, n: usize) -> Vec<&str> {
-        // No exported name is longer than MAX_NAME_LEN: a much longer one is no near miss,
-        // and comparing it would cost its length times every name's.
-        if name.len() > MAX_NAME_LEN * 4 {
-            return Vec::new();
-        }
-        let mut scored: Vec<(usize, &str)> = self
-            .entries
-            .iter()
-            .map(|e| {
-                let by_tool = match e.tool.len() {
-                    len if len > MAX_NAME_LEN * 4 => usize::MAX,
-                    _ => strsim::levenshtein(name, &e.tool) + 1,
-                };
-                let d = strsim::levenshtein(name, e.exported.as_str()).min(by_tool);
-                (d, e.exported.as_str())
-            })
-            .collect();
-        scored.sort();
-        scored.into_iter().take(n).map(|(_, name)| name).collect()
     }
 }
 
@@ -468,23 +470,46 @@ mod tests {
     }
 
     #[test]
-    fn closest_names() {
+    fn a_direct_call_resolves_as_a_plan_step_does() {
         let catalog = one_server(
             "__",
-            "metrics",
-            vec![
-                tool("list_metrics"),
-                tool("query_metric"),
-                tool("check_threshold"),
-            ],
+            "git",
+            vec![tool("git_log"), tool("git_status"), tool("blocked")],
+        );
+        let mut deny = globset::GlobSetBuilder::new();
+        deny.add(globset::Glob::new("git__blocked").unwrap_or_else(|e| panic!("{e}")));
+        let policy = Policy::new(deny.build().ok(), Default::default(), None);
+        let tools = ServerTools {
+            tiers: TierRules::default(),
+            namespace: true,
+            server: "git".into(),
+            tools: vec![tool("git_log"), tool("blocked")],
+        };
+        let denied = Catalog::build("__", &[tools], &policy, &Pins::Unpinned);
+        let found = |catalog: &Catalog, name: &str| {
+            catalog.find_called(name).map(|e| e.exported.to_string())
+        };
+        assert_eq!(
+            found(&catalog, "git__git_log").as_deref(),
+            Some("git__git_log")
         );
         assert_eq!(
-            catalog.closest("metrics__query_metrics", 1),
-            vec!["metrics__query_metric"]
+            found(&catalog, "GIT__GIT-LOG").as_deref(),
+            Some("git__git_log")
         );
         assert_eq!(
-            catalog.closest("query_metric", 1),
-            vec!["metrics__query_metric"]
+            found(&catalog, "git_status").as_deref(),
+            Some("git__git_status")
         );
+        assert_eq!(found(&catalog, "git__gitlog"), None);
+        assert_eq!(
+            found(&denied, "BLOCKED"),
+            None,
+            "a denied tool never resolves"
+        );
+        match catalog.resolve_called("git__gitlog") {
+            ToolMatch::Unknown(near) => assert_eq!(near[0], "git__git_log"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -175,6 +175,7 @@ fn ready(
         server: PIPELINE_SERVER.to_owned(),
         tool: name.clone(),
         input_schema: input_schema.clone(),
+        output_schema: None,
         read_only: tier == Tier::Read,
         idempotent: false,
         tier,

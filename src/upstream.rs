@@ -546,7 +546,7 @@ impl ServerHandler for Upstream {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if self.host.get().is_none() {
@@ -567,12 +567,14 @@ impl ServerHandler for Upstream {
             return self.call_pipeline(request, &context).await;
         }
         let caller = Caller::of(&context, &self.session);
-        // The checkpoint: a denied tool is refused like an unknown one, saying why.
+        // The checkpoint: a denied tool is refused like an unknown one, saying why. The
+        // proof is for the exported name the host's name resolves to; the call goes there.
         let proof = self
             .downstreams
             .authorize(&request.name, &Route::Direct)
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
+        request.name = proof.tool().to_owned().into();
         let cancel = self.shutdown.child_token();
         let call = self
             .downstreams

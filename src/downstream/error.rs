@@ -6,12 +6,20 @@ use std::time::Duration;
 
 use rmcp::ErrorData;
 
+use crate::plan::ToolMatch;
+
 /// Why a call to a downstream did not produce a tool result.
 #[derive(Debug, thiserror::Error)]
 pub enum DownstreamError {
     /// No exported tool has this name.
     #[error("unknown tool '{name}'{}", hint(.closest))]
     UnknownTool { name: String, closest: Vec<String> },
+    /// A bare tool name that several servers have.
+    #[error("tool name '{name}' is ambiguous: {}; call one of them by its exported name", .candidates.join(", "))]
+    AmbiguousTool {
+        name: String,
+        candidates: Vec<String>,
+    },
     /// No exported prompt has this name.
     #[error("unknown prompt '{name}'")]
     UnknownPrompt { name: String },
@@ -63,6 +71,23 @@ pub enum DownstreamError {
     Unauthorized { tool: String },
 }
 
+impl DownstreamError {
+    /// Why a host's call of `name` goes nowhere, from how it resolved: unknown with the
+    /// hints a plan step gets for the same name, or ambiguous with every candidate.
+    pub(crate) fn unresolved(name: &str, resolved: ToolMatch<'_>) -> Self {
+        let name = name.to_owned();
+        match resolved {
+            ToolMatch::Ambiguous(candidates) => DownstreamError::AmbiguousTool { name, candidates },
+            ToolMatch::Unknown(closest) => DownstreamError::UnknownTool { name, closest },
+            // Resolves, but not as the exported name the caller was routed by: say which.
+            ToolMatch::Found(spec) => DownstreamError::UnknownTool {
+                name,
+                closest: vec![spec.exported.clone()],
+            },
+        }
+    }
+}
+
 /// A server's JSON-RPC error as a message, or planmux's refusal of its answer (which the
 /// server did not send).
 fn rpc_error(server: &str, error: &ErrorData) -> String {
@@ -95,5 +120,41 @@ fn hint(closest: &[String]) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::DownstreamError;
+    use crate::plan::{ToolSpec, resolve_called};
+
+    /// What a host reads when its direct call names no tool, or several.
+    #[test]
+    fn a_direct_call_that_resolves_to_no_tool_says_what_to_call() {
+        let spec = |server: &str, tool: &str| ToolSpec {
+            exported: format!("{server}__{tool}"),
+            server: server.into(),
+            tool: tool.into(),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            read_only: true,
+            idempotent: true,
+            tier: crate::policy::Tier::Read,
+        };
+        let tools = [
+            spec("git", "git_log"),
+            spec("files", "status"),
+            spec("chaos", "status"),
+        ];
+        let text: String = ["git__gitlog", "status", "zzz"]
+            .iter()
+            .map(|name| {
+                let error = DownstreamError::unresolved(name, resolve_called(&tools, name));
+                format!("{name}: {error}\n")
+            })
+            .collect();
+        insta::assert_snapshot!("direct_call_unresolved", text);
     }
 }

@@ -203,12 +203,12 @@ impl Downstreams {
     /// waits for that server's start, within its `startup_timeout_ms`. A name no server
     /// has listed waits the list grace for the servers to list.
     async fn ready_for(&self, name: &str) {
-        let listed = self.catalog().get(name).map(|entry| entry.server.clone());
+        let listed = self.catalog().find_called(name).map(|e| e.server.clone());
         let server = match listed {
             Some(server) => self.server(&server),
             None => {
                 self.settled(false).await;
-                if self.catalog().get(name).is_some() {
+                if self.catalog().find_called(name).is_some() {
                     return;
                 }
                 self.servers()
@@ -351,10 +351,18 @@ impl Downstreams {
 
     /// The checkpoint: whether `route` may call the exported tool `name` (recorded in
     /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
+    ///
+    /// `name` is resolved first as a direct call's is (docs/plan-language.md, "Naming
+    /// tools"): the proof is for the exported name it means, which is where the call goes.
+    /// A name that resolves to nothing is decided as written (denied by a glob, or found
+    /// unknown on the way to the server).
     pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
         self.ready_for(name).await;
         let catalog = self.catalog();
-        let tier = catalog.get(name).map(|e| e.tier);
+        let (name, tier) = match catalog.find_called(name) {
+            Some(entry) => (entry.exported.as_str(), Some(entry.tier)),
+            None => (name, None),
+        };
         self.checkpoint.decide(&catalog, name, tier, route)
     }
 
@@ -423,14 +431,10 @@ impl Downstreams {
             if let Some(failed) = self.never_started(name) {
                 return Err(failed);
             }
-            return Err(DownstreamError::UnknownTool {
-                closest: catalog
-                    .closest(name, 3)
-                    .into_iter()
-                    .map(String::from)
-                    .collect(),
-                name: name.to_owned(),
-            });
+            return Err(DownstreamError::unresolved(
+                name,
+                catalog.resolve_called(name),
+            ));
         };
         match self.server(&entry.server) {
             Some(server) => Ok((server, entry.tool.clone())),
@@ -441,15 +445,17 @@ impl Downstreams {
     }
 
     /// Where a call of `name` goes when its server is on a line connection (a stdio
-    /// child or a built-in server), up or not: a catalog tool. A plain lookup: this runs
-    /// on the host's read path, where an unknown name must not cost the closest-name
-    /// hints `locate` builds for its error.
+    /// child or a built-in server), up or not: the catalog tool `name` resolves to (an
+    /// exact exported name at the cost of a map lookup; the rest of the rule only on a
+    /// miss). No hints: this runs on the host's read path, where an unknown name must not
+    /// cost the closest-name hints `locate` builds for its error. The route's
+    /// [`LineRoute::exported`] is the name to authorize.
     pub fn line_route(&self, name: &str) -> Option<LineRoute> {
         let catalog = self.catalog();
-        let entry = catalog.get(name)?;
+        let entry = catalog.find_called(name)?;
         let server = self.server(&entry.server)?;
         server.is_line().then(|| LineRoute {
-            exported: name.to_owned(),
+            exported: entry.exported.to_string(),
             tool: entry.tool.clone(),
             server,
         })

@@ -35,6 +35,11 @@ pub struct LineRoute {
 pub type NotSent = (DownstreamError, Option<Sink>);
 
 impl LineRoute {
+    /// The exported name the call resolved to: what the checkpoint authorizes.
+    pub fn exported(&self) -> &str {
+        &self.exported
+    }
+
     /// The error for a call of it, cancelled before it was sent.
     pub fn cancelled(&self) -> DownstreamError {
         DownstreamError::Cancelled {

@@ -11,6 +11,7 @@ fn spec(exported: &str, tier: Tier) -> ToolSpec {
         server: server.into(),
         tool: tool.into(),
         input_schema: json!({"type": "object"}),
+        output_schema: None,
         read_only: tier == Tier::Read,
         idempotent: false,
         tier,

@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use serde_json::Value;
+mod render;
+
+pub use render::{IssueList, cap_issues, describe_value, render_issues, sort_issues};
 
 /// Longest location, message or hint shown for one issue: issues quote the plan, whose
 /// strings (ids, tool names, references) can be megabytes long.
@@ -67,16 +69,6 @@ fn bounded(text: String) -> String {
         std::borrow::Cow::Borrowed(_) => text,
         cut => cut.into_owned(),
     }
-}
-
-/// At most [`MAX_ISSUES`] issues, then one that counts the rest.
-pub fn cap_issues(mut issues: Vec<PlanIssue>) -> Vec<PlanIssue> {
-    if issues.len() > MAX_ISSUES {
-        let count = issues.len() - MAX_ISSUES;
-        issues.truncate(MAX_ISSUES);
-        issues.push(PlanIssue::new("plan", IssueKind::MoreIssues { count }));
-    }
-    issues
 }
 
 /// Every kind of plan problem. The `Display` text is the message; [`IssueKind::hint`]
@@ -306,6 +298,37 @@ pub enum IssueKind {
         /// The value, compact JSON.
         found: String,
     },
+    /// A reference reading a field its step's tool cannot return: the tool's
+    /// `outputSchema` does not allow it, or lists a field so close that this is a typo.
+    #[error("{0}")]
+    NoSuchField(Box<MissingField>),
+    /// An argument the tool's `inputSchema` does not list, where the schema allows others
+    /// (a warning: the step runs, and the server may ignore it).
+    #[error(
+        "`{name}` is not an argument of {tool} (its arguments: {}); the server may ignore it{}",
+        .allowed.join(", "), did_you_mean(.closest)
+    )]
+    UnlistedArgument {
+        /// The argument as written.
+        name: String,
+        /// The tool's exported name.
+        tool: String,
+        /// The arguments the schema lists, in its order.
+        allowed: Vec<String>,
+        /// The nearest of them.
+        closest: Vec<String>,
+    },
+    /// Another system's template syntax (`{{t.x}}`, `$t.x`, `{t.x}`) whose head is a step
+    /// id (or `input`): text to planmux, surely meant as a reference.
+    #[error(
+        "`{written}` is not planmux's reference syntax; write `${{{reference}}}` (inside text) or `$ref:{reference}` (a whole value)"
+    )]
+    ForeignTemplate {
+        /// The text as written.
+        written: String,
+        /// What it reads, as planmux writes it (`t.x`).
+        reference: String,
+    },
     /// A `when` that cannot be read.
     #[error("bad condition: {message}")]
     BadCondition {
@@ -380,33 +403,57 @@ fn closest_suffix(closest: &[String]) -> String {
     }
 }
 
+/// What [`IssueKind::NoSuchField`] says: a field a step's tool cannot return.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MissingField {
+    /// The step read.
+    pub step: String,
+    /// Its tool's exported name.
+    pub tool: String,
+    /// The field as the reference names it.
+    pub field: String,
+    /// The path to the object that lacks it (empty: the output itself).
+    pub at: String,
+    /// The fields the schema lists there.
+    pub fields: Vec<String>,
+    /// The nearest of them.
+    pub closest: Vec<String>,
+}
+
+impl fmt::Display for MissingField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (within, there) = match self.at.as_str() {
+            "" => (String::new(), ""),
+            at => (format!(" in `{at}`"), " there"),
+        };
+        write!(
+            f,
+            "step `{}` ({}) has no field `{}`{within}; its outputSchema has{there}: {}{}",
+            self.step,
+            self.tool,
+            self.field,
+            self.fields.join(", "),
+            did_you_mean(&self.closest)
+        )
+    }
+}
+
+/// ` — did you mean `a` or `b`?`, or nothing.
+fn did_you_mean(closest: &[String]) -> String {
+    let quoted: Vec<String> = closest.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => format!(" — did you mean {last}?"),
+        Some((last, rest)) => format!(" — did you mean {} or {last}?", rest.join(", ")),
+    }
+}
+
 fn quoted_list(names: &[String]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
     match quoted.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => quoted.concat(),
     }
-}
-
-/// Puts issues in reading order: plan fields, then each step in turn, then `outputs`.
-/// The sort is stable, so one step's issues keep the order they were found in.
-pub fn sort_issues(issues: &mut [PlanIssue]) {
-    let key = |issue: &PlanIssue| -> (u8, usize) {
-        let location = issue.location.as_str();
-        if let Some(rest) = location.strip_prefix("steps[") {
-            let index = rest
-                .split(']')
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            (1, index)
-        } else if location.starts_with("outputs") {
-            (2, 0)
-        } else {
-            (0, 0)
-        }
-    };
-    issues.sort_by_key(key);
 }
 
 impl IssueKind {
@@ -477,6 +524,15 @@ impl IssueKind {
             }
             IssueKind::UnknownArgument { .. } => "remove it".into(),
             IssueKind::NotAllowed { .. } => return None,
+            IssueKind::NoSuchField { .. } => {
+                "read a field its outputSchema lists (a \"default\" does not make a field the tool cannot return appear)".into()
+            }
+            IssueKind::UnlistedArgument { .. } => {
+                "remove it, or use an argument the tool lists".into()
+            }
+            IssueKind::ForeignTemplate { .. } => {
+                "if the text is meant as it is, rename the step so that its id does not appear in it".into()
+            }
             IssueKind::NoAlternative { .. } => "check the tool's inputSchema".into(),
             IssueKind::RetriesIgnored { .. } => {
                 "set \"retry_unsafe\": true if repeating the call is harmless".into()
@@ -506,68 +562,5 @@ impl IssueKind {
             }
         };
         Some(text)
-    }
-}
-
-/// A short description of a JSON value's type for messages (`a string "abc"`).
-pub fn describe_value(value: &Value) -> String {
-    let preview = |text: String| -> String {
-        if text.chars().count() > 40 {
-            format!("{}…", text.chars().take(40).collect::<String>())
-        } else {
-            text
-        }
-    };
-    match value {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("a boolean ({b})"),
-        Value::Number(n) => format!("a number ({n})"),
-        Value::String(s) => format!(
-            "a string ({})",
-            preview(Value::String(s.clone()).to_string())
-        ),
-        Value::Array(items) if items.len() == 1 => "an array of 1 item".into(),
-        Value::Array(items) => format!("an array of {} items", items.len()),
-        Value::Object(_) => "an object".into(),
-    }
-}
-
-/// The text of the `isError: true` tool result for an invalid plan: every issue,
-/// numbered, each with its location and hint.
-pub fn render_issues(issues: &[PlanIssue]) -> String {
-    let total: usize = issues
-        .iter()
-        .map(|i| match i.kind {
-            IssueKind::MoreIssues { count } => count,
-            _ => 1,
-        })
-        .sum();
-    let mut out = match total {
-        0 => return "The plan has no problems.".into(),
-        1 => "The plan was not run: 1 problem. Fix it and send the plan again.\n".to_owned(),
-        n => format!("The plan was not run: {n} problems. Fix them all and send the plan again.\n"),
-    };
-    for (i, issue) in issues.iter().enumerate() {
-        if let IssueKind::MoreIssues { .. } = issue.kind {
-            out.push_str(&format!("… {}\n", issue.message()));
-            continue;
-        }
-        out.push_str(&format!("{}. {issue}\n", i + 1));
-        if let Some(hint) = issue.hint() {
-            out.push_str(&format!("   hint: {hint}\n"));
-        }
-    }
-    out
-}
-
-/// Issues rendered one per line without hints, for logs and warnings.
-pub struct IssueList<'a>(pub &'a [PlanIssue]);
-
-impl fmt::Display for IssueList<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for issue in self.0 {
-            writeln!(f, "{issue}")?;
-        }
-        Ok(())
     }
 }

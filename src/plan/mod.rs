@@ -54,12 +54,12 @@ pub use query::JsonQuery;
 pub use ready::{CONDITION_FALSE, Prepared};
 pub use refs::{PathSeg, RawRef, RawRoot, select};
 pub use resolve::{Lookup, Missing, Reader};
-pub use schema::check_args;
+pub use schema::{check_args, unlisted_arguments};
 pub use step_output::{ToolOutcome, output_value, parse_text, tool_outcome};
 pub use strategy::{OnError, Strategy};
 pub use template::{Piece, REF_OBJECT_KEYS, Ref, RefSource, Template};
 pub use text_form::TextForm;
-pub use tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool};
+pub use tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, find_called, resolve_called, resolve_tool};
 pub use validate::{DEFAULT_PIPE_TO, EXECUTE_PLAN_TOOL, validate};
 pub use validated::{
     DEFAULT_MAX_FOREACH_ITEMS, DEFAULT_MAX_PLAN_STEPS, Dependency, DependencyKind, Foreach, Limits,

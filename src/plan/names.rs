@@ -70,10 +70,21 @@ pub(crate) fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) 
         .collect()
 }
 
-/// Lower-cases a name and drops `_`, `-` and spaces, so `FAIL-FAST` matches `fail_fast`.
+/// Lower-cases a name and drops `_`, `-` and spaces, so `FAIL-FAST` matches `fail_fast`
+/// (strategies, `on_error`, modes: words of the plan language, never tool names).
 pub(crate) fn fold_name(text: &str) -> String {
     text.chars()
         .filter(|c| !matches!(c, '_' | '-' | ' '))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// A tool or server name as resolution compares it: lower-cased, `-` read as `_`, so
+/// `GIT__GIT-LOG` is `git__git_log`; separators are kept (`git__gitlog` stays another
+/// name, reported with a hint rather than silently taken for it).
+pub(crate) fn fold_tool_name(text: &str) -> String {
+    text.chars()
+        .map(|c| if c == '-' { '_' } else { c })
         .flat_map(char::to_lowercase)
         .collect()
 }

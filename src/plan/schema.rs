@@ -43,6 +43,74 @@ pub fn check_args<R>(
     check_within(schema, args, at, implied, MAX_SCHEMA_NODES).0
 }
 
+/// The arguments of `args` that `schema` does not list where it lets others through (no
+/// `additionalProperties: false`, which [`check_args`] reports as issues): one warning
+/// each, with the arguments it lists and the closest. Only the top level, and only where
+/// the schema says what its arguments are: `properties` (with those of `allOf` and local
+/// `$ref`s), no `patternProperties`, no `additionalProperties` schema, no `anyOf`/`oneOf`.
+pub fn unlisted_arguments<R>(
+    schema: &Value,
+    args: &Template<R>,
+    at: &str,
+    tool: &str,
+    implied: &[String],
+) -> Vec<PlanIssue> {
+    let Some(allowed) = listed_arguments(schema, schema, 0).filter(|a| !a.is_empty()) else {
+        return Vec::new();
+    };
+    let keys: Vec<&str> = match args {
+        Template::Object(fields) => fields.iter().map(|(k, _)| k.as_str()).collect(),
+        Template::Literal(Value::Object(map)) => map.keys().map(String::as_str).collect(),
+        _ => Vec::new(),
+    };
+    keys.into_iter()
+        .filter(|key| !allowed.iter().any(|a| a == key) && !implied.iter().any(|i| i == key))
+        .map(|key| {
+            let kind = IssueKind::UnlistedArgument {
+                name: key.to_owned(),
+                tool: tool.to_owned(),
+                closest: closest(key, allowed.iter().map(String::as_str)),
+                allowed: allowed.clone(),
+            };
+            PlanIssue::new(format!("{at}{}", PathSeg::Key(key.to_owned())), kind)
+        })
+        .collect()
+}
+
+/// The arguments an open object schema lists, in its order; `None` when it is closed (its
+/// own check reports extras) or may take arguments it does not name.
+fn listed_arguments(root: &Value, schema: &Value, depth: usize) -> Option<Vec<String>> {
+    let schema = schema.as_object()?;
+    let open_ended = ["patternProperties", "anyOf", "oneOf"]
+        .iter()
+        .any(|k| schema.contains_key(*k));
+    let closed_or_mapped = matches!(
+        schema.get("additionalProperties"),
+        Some(Value::Bool(false) | Value::Object(_))
+    );
+    if depth > MAX_DEPTH || open_ended || closed_or_mapped {
+        return None;
+    }
+    let mut names: Vec<String> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    let target = schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| root.pointer(r.strip_prefix('#')?));
+    let all = schema.get("allOf").and_then(Value::as_array);
+    for part in target.into_iter().chain(all.into_iter().flatten()) {
+        for name in listed_arguments(root, part, depth + 1)? {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    Some(names)
+}
+
 /// [`check_args`] within a budget of schema nodes; also returns how many were checked.
 pub(crate) fn check_within<R>(
     schema: &Value,

@@ -11,14 +11,14 @@
 //! 4. any of these ignoring case and `-` versus `_`, when that matches one tool only.
 //!
 //! Anything else is unknown (with up to three close names) or ambiguous (with every
-//! candidate).
+//! candidate). A host's direct `tools/call` goes through [`resolve_called`]: the same
+//! rule without the server forms (1, 3, 4), and the same hints.
 
 use serde_json::Value;
 
 use crate::policy::Tier;
 
-use super::names::closest;
-use super::names::fold_name;
+use super::names::{closest, fold_tool_name, reset_hint_budget};
 
 /// A plan step `{"resource": URI}` calls this pseudo-tool with `{"uri": URI}`: it reads a
 /// resource. No exported name can take it (`/` is not allowed in them).
@@ -35,6 +35,7 @@ pub fn resource_spec() -> &'static ToolSpec {
             "properties": {"uri": {"type": "string"}},
             "required": ["uri"]
         }),
+        output_schema: None,
         read_only: true,
         idempotent: true,
         tier: Tier::Read,
@@ -53,6 +54,9 @@ pub struct ToolSpec {
     pub tool: String,
     /// The tool's `inputSchema`, used to check literal arguments.
     pub input_schema: Value,
+    /// The tool's `outputSchema`, if it has one: the shape of its `structuredContent`,
+    /// which is the step's output, used to check the paths references read in it.
+    pub output_schema: Option<Value>,
     /// `annotations.readOnlyHint`: retries are safe.
     pub read_only: bool,
     /// `annotations.idempotentHint`: retries are safe.
@@ -84,12 +88,12 @@ fn server_matches(actual: &str, given: &str) -> bool {
     if actual == given {
         return true;
     }
-    let folded = fold_name(given);
+    let folded = fold_tool_name(given);
     let trimmed = folded
-        .strip_suffix("server")
+        .strip_suffix("_server")
         .filter(|t| !t.is_empty())
         .unwrap_or(&folded);
-    let actual = fold_name(actual);
+    let actual = fold_tool_name(actual);
     actual == folded || actual == trimmed
 }
 
@@ -143,11 +147,11 @@ fn on_server<'a>(tools: &'a [ToolSpec], server: &str, name: &str) -> ToolMatch<'
     {
         return ToolMatch::Found(found);
     }
-    let folded = fold_name(name);
+    let folded = fold_tool_name(name);
     let loose = on_server
         .iter()
         .copied()
-        .filter(|t| fold_name(&t.tool) == folded)
+        .filter(|t| fold_tool_name(&t.tool) == folded)
         .collect();
     if let Some(found) = one_of(loose) {
         return found;
@@ -155,24 +159,47 @@ fn on_server<'a>(tools: &'a [ToolSpec], server: &str, name: &str) -> ToolMatch<'
     ToolMatch::Unknown(near_names(&on_server, name))
 }
 
+/// Resolves the name of a host's direct `tools/call` among `tools` (the catalog's callable
+/// tools: denied and quarantined ones are not there, so they never resolve): an exact
+/// exported name, a bare tool name one server has, then either ignoring case and `-`
+/// versus `_`. A miss has the hints a plan's step gets for the same name.
+pub fn resolve_called<'a>(tools: &'a [ToolSpec], name: &str) -> ToolMatch<'a> {
+    // A host's call is no validation: its hints get a whole budget of their own.
+    reset_hint_budget();
+    bare(tools, name)
+}
+
+/// [`resolve_called`] without the hints a miss costs: the one tool `name` means, if any
+/// (for the host's read path, where an unknown name must stay cheap).
+pub fn find_called<'a>(tools: &'a [ToolSpec], name: &str) -> Option<&'a ToolSpec> {
+    match lookup(tools, name) {
+        Some(ToolMatch::Found(spec)) => Some(spec),
+        _ => None,
+    }
+}
+
 /// Looks a name up across every server: exact exported name, unique bare tool name, then
 /// loosely.
 fn bare<'a>(tools: &'a [ToolSpec], name: &str) -> ToolMatch<'a> {
+    lookup(tools, name)
+        .unwrap_or_else(|| ToolMatch::Unknown(near_names(&tools.iter().collect::<Vec<_>>(), name)))
+}
+
+/// [`bare`] without the hints: `None` when nothing matches.
+fn lookup<'a>(tools: &'a [ToolSpec], name: &str) -> Option<ToolMatch<'a>> {
     if let Some(found) = tools.iter().find(|t| t.exported == name) {
-        return ToolMatch::Found(found);
+        return Some(ToolMatch::Found(found));
     }
     if let Some(found) = one_of(tools.iter().filter(|t| t.tool == name).collect()) {
-        return found;
+        return Some(found);
     }
-    let folded = fold_name(name);
-    let loose = tools
-        .iter()
-        .filter(|t| fold_name(&t.tool) == folded || fold_name(&t.exported) == folded)
-        .collect();
-    if let Some(found) = one_of(loose) {
-        return found;
-    }
-    ToolMatch::Unknown(near_names(&tools.iter().collect::<Vec<_>>(), name))
+    let folded = fold_tool_name(name);
+    one_of(
+        tools
+            .iter()
+            .filter(|t| fold_tool_name(&t.tool) == folded || fold_tool_name(&t.exported) == folded)
+            .collect(),
+    )
 }
 
 /// Up to three exported names close to `name`, comparing with both the exported and

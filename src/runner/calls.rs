@@ -259,6 +259,7 @@ fn invoke_error(error: DownstreamError) -> InvokeError {
         | DownstreamError::Down { .. }
         | DownstreamError::Exited { .. }) => InvokeError::Unavailable(e.to_string()),
         e @ (DownstreamError::UnknownTool { .. }
+        | DownstreamError::AmbiguousTool { .. }
         | DownstreamError::UnknownPrompt { .. }
         | DownstreamError::UnknownResource { .. }
         | DownstreamError::Rpc { .. }
@@ -309,6 +310,7 @@ args = { path = "note.txt", content = "${input.text}" }
                 server: PIPELINE_SERVER.into(),
                 tool: "save".into(),
                 input_schema: json!({"type": "object"}),
+                output_schema: None,
                 read_only: false,
                 idempotent: false,
                 tier,

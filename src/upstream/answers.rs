@@ -50,9 +50,9 @@ pub(super) fn routed_error(error: DownstreamError) -> ErrorData {
         e @ DownstreamError::UnknownResource { .. } => {
             ErrorData::resource_not_found(e.to_string(), None)
         }
-        e @ (DownstreamError::UnknownPrompt { .. } | DownstreamError::UnknownTool { .. }) => {
-            ErrorData::invalid_params(e.to_string(), None)
-        }
+        e @ (DownstreamError::UnknownPrompt { .. }
+        | DownstreamError::UnknownTool { .. }
+        | DownstreamError::AmbiguousTool { .. }) => ErrorData::invalid_params(e.to_string(), None),
         e => ErrorData::internal_error(e.to_string(), None),
     }
 }
@@ -64,7 +64,7 @@ pub(super) fn routed_error(error: DownstreamError) -> ErrorData {
 pub(crate) fn host_answer(error: DownstreamError) -> Result<CallToolResult, ErrorData> {
     match error {
         DownstreamError::Rpc { error, .. } => Err(*error),
-        e @ DownstreamError::UnknownTool { .. } => {
+        e @ (DownstreamError::UnknownTool { .. } | DownstreamError::AmbiguousTool { .. }) => {
             Err(ErrorData::invalid_params(e.to_string(), None))
         }
         e => Ok(tool_error(e.to_string())),

@@ -91,3 +91,45 @@ async fn servers_without_namespace_export_bare_names_and_clashes_are_reported() 
     );
     Ok(())
 }
+
+/// A host's direct `tools/call` names a tool as a plan step does (docs/plan-language.md,
+/// "Naming tools"): case and `-` versus `_` ignored, a bare tool name one server has; a
+/// misspelled name gets the hints the plan gets.
+#[tokio::test]
+async fn a_direct_call_resolves_a_tool_name_as_a_plan_does() -> anyhow::Result<()> {
+    use serde_json::json;
+
+    use crate::common::{call, start, text};
+
+    let proxy = start("[servers.metrics]\nbuiltin = \"metrics\"\n").await?;
+    for name in [
+        "METRICS__LIST-METRICS",
+        "list-metrics",
+        "metrics__list_metrics",
+    ] {
+        let listed = proxy.client.call_tool(call(name, json!({}))).await?;
+        assert_eq!(listed.is_error, Some(false), "{name}: {}", text(&listed));
+    }
+    let err = proxy
+        .client
+        .call_tool(call("metrics__listmetrics", json!({})))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("unknown tool 'metrics__listmetrics'")
+            && err.contains("did you mean 'metrics__list_metrics'"),
+        "{err}"
+    );
+    let plan = json!({"steps": [{"id": "l", "tool": "metrics__listmetrics", "args": {}}]});
+    let invalid = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    let said = text(&invalid);
+    assert!(
+        said.contains(
+            "unknown tool \"metrics__listmetrics\"; did you mean \"metrics__list_metrics\""
+        ),
+        "{said}"
+    );
+    Ok(())
+}

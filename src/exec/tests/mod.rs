@@ -34,6 +34,7 @@ fn tools() -> Vec<ToolSpec> {
             },
             tool: name.into(),
             input_schema: json!({"type": "object"}),
+            output_schema: None,
             read_only: name != "write",
             idempotent: false,
             tier: if name == "write" {

@@ -274,6 +274,7 @@ fn nested_schemas() {
             server: "geo".into(),
             tool: "plot".into(),
             input_schema: schema,
+            output_schema: None,
             read_only: true,
             idempotent: true,
             tier: crate::policy::Tier::Read,

@@ -2,6 +2,7 @@
 
 mod bounds;
 mod issues;
+mod misspelled;
 mod properties;
 mod references;
 mod resolve;
@@ -26,6 +27,7 @@ fn spec(server: &str, tool: &str, schema: Value) -> ToolSpec {
         server: server.to_owned(),
         tool: tool.to_owned(),
         input_schema: schema,
+        output_schema: None,
         read_only: server == "metrics" || server == "weather",
         idempotent: false,
         tier: if server == "metrics" || server == "weather" {

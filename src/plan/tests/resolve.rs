@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::super::execute_plan_input_schema;
 use super::super::{
     DependencyKind, OnError, RefSource, StepId, Strategy, ToolMatch, ToolOutcome, dot, mermaid,
-    output_value, resolve_tool, schedule, tool_outcome,
+    output_value, resolve_called, resolve_tool, schedule, tool_outcome,
 };
 use super::{demo_catalog, invalid, seed_catalog, snapshot_settings, valid};
 
@@ -66,6 +66,48 @@ fn tool_names_resolve() {
         Err("unknown: metrics__query_metric".into())
     );
     assert_eq!(lookup(Some("metrics"), "echo"), Err("unknown: ".into()));
+}
+
+/// One rule for plans and direct calls (docs/plan-language.md, "Naming tools"): case and
+/// `-` versus `_` are ignored, separators are not dropped.
+#[test]
+fn tool_names_fold_case_and_dashes_only() {
+    let object = json!({"type": "object"});
+    let tools = vec![
+        super::spec("git", "git_log", object.clone()),
+        super::spec("git", "git_status", object.clone()),
+        super::spec("files", "status", object.clone()),
+        super::spec("chaos", "status", object),
+    ];
+    let show = |found: ToolMatch<'_>| match found {
+        ToolMatch::Found(spec) => spec.exported.clone(),
+        ToolMatch::Unknown(near) => format!("unknown, did you mean: {}", near.join(", ")),
+        ToolMatch::Ambiguous(all) => format!("ambiguous: {}", all.join(", ")),
+    };
+    let cases = [
+        ("git__git_log", "git__git_log"),
+        ("GIT__GIT-LOG", "git__git_log"),
+        ("git_log", "git__git_log"),
+        ("Git-Log", "git__git_log"),
+        ("git__gitlog", "unknown, did you mean: git__git_log"),
+        ("git__log", "unknown, did you mean: git__git_log"),
+        ("status", "ambiguous: chaos__status, files__status"),
+        ("STATUS", "ambiguous: chaos__status, files__status"),
+    ];
+    for (name, want) in cases {
+        assert_eq!(show(resolve_tool(&tools, None, name)), want, "plan: {name}");
+        assert_eq!(show(resolve_called(&tools, name)), want, "direct: {name}");
+    }
+    // The server forms are a plan's only.
+    assert_eq!(
+        show(resolve_tool(&tools, Some("git-server"), "LOG")),
+        "unknown, did you mean: git__git_log"
+    );
+    assert_eq!(
+        show(resolve_tool(&tools, Some("GIT"), "git-log")),
+        "git__git_log"
+    );
+    assert!(show(resolve_called(&tools, "git:git_log")).starts_with("unknown"));
 }
 
 #[test]

@@ -363,6 +363,7 @@ fn builtin_catalog() -> Vec<super::super::ToolSpec> {
             server: server.into(),
             tool: name.into(),
             input_schema: schema,
+            output_schema: None,
             read_only,
             idempotent,
             tier: if read_only {

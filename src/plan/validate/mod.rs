@@ -11,11 +11,14 @@ use super::ids;
 use super::issue::{IssueKind, PlanIssue, sort_issues};
 use super::names::fold_name;
 use super::parse::{Plan, Step};
-use super::schema::check_args;
+use super::schema::{check_args, unlisted_arguments};
 use super::tools::{RESOURCE_TOOL, ToolMatch, ToolSpec, resolve_tool, resource_spec};
 use super::validated::{Limits, ValidatedPlan};
+use foreign::foreign_templates;
 
 mod bind;
+mod fields;
+mod foreign;
 mod outputs;
 mod planned;
 
@@ -47,11 +50,16 @@ pub fn validate(
         .enumerate()
         .map(|(i, s)| v.tool(i, s, tools))
         .collect();
+    let ids: Vec<&str> = plan.steps.iter().map(|s| s.id.as_str()).collect();
     let mut slots: HashMap<String, (usize, bool)> = HashMap::new();
     let mut steps = Vec::new();
     let mut edges: Vec<Vec<usize>> = Vec::new();
     for (i, step) in plan.steps.iter().enumerate() {
         let read = v.reads(i, step, &slots, limits);
+        v.issues.extend(foreign_templates(i, step, &ids));
+        if let Some(read) = &read {
+            v.fields(i, read, &specs);
+        }
         if let Some(out) = &step.output_slots {
             slots.insert(out.success.clone(), (i, false));
             if let Some(error) = &out.error {
@@ -63,12 +71,13 @@ pub fn validate(
         let pipe = v.pipe(i, step, specs[i], read.as_ref());
         if let Some(spec) = specs[i] {
             let implied: Vec<String> = pipe.iter().map(|p| p.into.clone()).collect();
-            v.issues.extend(check_args(
-                &spec.input_schema,
-                &step.args,
-                &format!("steps[{i}].args"),
-                &implied,
-            ));
+            let at = format!("steps[{i}].args");
+            let schema = &spec.input_schema;
+            v.issues
+                .extend(check_args(schema, &step.args, &at, &implied));
+            let tool = &spec.exported;
+            v.warnings
+                .extend(unlisted_arguments(schema, &step.args, &at, tool, &implied));
         }
         let action = match (&step.value, specs[i]) {
             (Some(_), _) => Some(None),

@@ -208,7 +208,7 @@ impl Passthrough {
         let proof = match self
             .upstream
             .downstreams
-            .authorize_now(&call.name, &Route::Direct)
+            .authorize_now(route.exported(), &Route::Direct)
         {
             Some(Ok(proof)) if self.choice == RouteChoice::InPlace => {
                 let sink = self.sink(&call.key);
@@ -391,7 +391,7 @@ impl Passthrough {
             Some(proof) => proof,
             None => {
                 let decided = tokio::select! {
-                    decided = downstreams.authorize(&call.name, &Route::Direct) => decided,
+                    decided = downstreams.authorize(route.exported(), &Route::Direct) => decided,
                     () = cancel.cancelled() => return Err(Refused::Answer(Answer::from(
                         host_answer(route.cancelled()),
                     ))),
