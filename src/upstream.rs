@@ -184,9 +184,8 @@ impl Upstream {
         decision.compact
     }
 
-    /// Waits until every server has listed (or is remembered from its last start): in
-    /// full for a host that ignores `list_changed` (a server announced later would never
-    /// be seen), else within the list grace.
+    /// Waits until every server has listed (or is remembered): in full for a host that
+    /// ignores `list_changed` (it would never see a later server), else the list grace.
     async fn settle(&self, context: &RequestContext<RoleServer>) {
         let host = surface::profile(context.client_info().as_ref());
         self.downstreams.settled(!host.list_changed).await;

@@ -68,6 +68,9 @@ pub struct Downstreams {
     started: tokio::sync::watch::Sender<bool>,
     /// Bumped whenever a server's start ends, so waits for some servers look again.
     progress: tokio::sync::watch::Sender<()>,
+    /// The servers whose first start has ended with the catalog rebuilt after it: what
+    /// they listed (or their absence) is in it.
+    listed: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Set when every server's start has begun ([`Self::start_all`]), so it happens once.
     starting_all: tokio::sync::OnceCell<()>,
     /// The config file the servers came from: part of what a remembered list is kept
@@ -118,6 +121,7 @@ impl Downstreams {
             shutdown: CancellationToken::new(),
             started: tokio::sync::watch::channel(false).0,
             progress: tokio::sync::watch::channel(()).0,
+            listed: std::sync::Mutex::default(),
             starting_all: tokio::sync::OnceCell::new(),
             source: config.source.clone(),
             links: resources::Links::default(),
@@ -163,20 +167,33 @@ impl Downstreams {
     async fn start_one(&self, server: &Arc<Server>) {
         let _ = server.live().await;
         let changed = self.rebuild_and_notify().await;
+        self.listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(server.config.name.clone());
+        self.progress.send_replace(());
         if changed.any() {
             self.host.notify_changed(changed).await;
         }
-        self.progress.send_replace(());
     }
 
-    /// Whether every server has listed what it offers: its first start ended, or it is
-    /// still starting with what it listed last time remembered (`remembered.rs`).
+    /// Whether `server`'s first start has ended and the catalog shows what it listed.
+    fn has_listed(&self, server: &Server) -> bool {
+        self.listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&server.config.name)
+    }
+
+    /// Whether every server has listed what it offers: its first start ended (and the
+    /// catalog shows it), or it is still starting with what it listed last time
+    /// remembered (`remembered.rs`).
     fn all_listed(&self) -> bool {
         self.is_started()
             || self
                 .servers()
                 .iter()
-                .all(|s| s.is_recalled() || !matches!(s.state(), State::Starting))
+                .all(|s| s.is_recalled() || self.has_listed(s))
     }
 
     /// Waits until every server has listed what it offers (see [`Self::all_listed`]),
@@ -213,11 +230,11 @@ impl Downstreams {
                 }
                 self.servers()
                     .iter()
-                    .find(|s| matches!(s.state(), State::Starting) && self.names(s, name))
+                    .find(|s| self.names(s, name) && !self.has_listed(s))
                     .cloned()
             }
         };
-        if let Some(server) = server.filter(|s| matches!(s.state(), State::Starting)) {
+        if let Some(server) = server.filter(|s| !self.has_listed(s)) {
             self.start_one(&server).await;
         }
     }
