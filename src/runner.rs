@@ -213,7 +213,8 @@ impl PlanRunner {
     }
 
     /// The servers the unknown tools of `issues` name by their prefix (or `server:tool`);
-    /// `None` when one names none (a bare name: any server may have it).
+    /// `None` when one names none (a bare name: any server may have it), or when another
+    /// issue may come of a list remembered from a server's last start.
     fn servers_named(&self, issues: &[PlanIssue]) -> Option<Vec<String>> {
         let mut servers = Vec::new();
         for issue in issues {
@@ -222,6 +223,8 @@ impl PlanRunner {
                     servers.push(self.downstreams.server_named_by(name)?);
                 }
                 IssueKind::ServerNotStarted { server, .. } => servers.push(server.clone()),
+                // Found against a list remembered from a last start, which may be stale.
+                _ if self.downstreams.any_recalled() => return None,
                 _ => {}
             }
         }

@@ -217,22 +217,20 @@ impl Downstreams {
 
     /// Waits for the server a call of `name` goes to, and for nothing else: a tool of a
     /// server still starting (listed from what it listed last time, or not yet listed)
-    /// waits for that server's start, within its `startup_timeout_ms`. A name no server
-    /// has listed waits the list grace for the servers to list.
+    /// waits for that server's start, within its `startup_timeout_ms`. A name that is
+    /// not an exact exported name (unknown, or a bare or folded one some server not yet
+    /// listed may have too) first waits the list grace for every server to list.
     async fn ready_for(&self, name: &str) {
-        let listed = self.catalog().find_called(name).map(|e| e.server.clone());
-        let server = match listed {
-            Some(server) => self.server(&server),
-            None => {
-                self.settled(false).await;
-                if self.catalog().find_called(name).is_some() {
-                    return;
-                }
-                self.servers()
-                    .iter()
-                    .find(|s| self.names(s, name) && !self.has_listed(s))
-                    .cloned()
-            }
+        if self.catalog().get(name).is_none() {
+            self.settled(false).await;
+        }
+        let server = match self.catalog().find_called(name) {
+            Some(entry) => self.server(&entry.server),
+            None => self
+                .servers()
+                .iter()
+                .find(|s| self.names(s, name) && !self.has_listed(s))
+                .cloned(),
         };
         if let Some(server) = server.filter(|s| !self.has_listed(s)) {
             self.start_one(&server).await;
@@ -248,17 +246,17 @@ impl Downstreams {
             .collect()
     }
 
-    /// Waits until the first start of every server has ended (in success or failure).
-    pub async fn started(&self) {
-        let mut started = self.started.subscribe();
-        let _ = started.wait_for(|done| *done).await;
+    /// Whether some server is listed only from what it listed when it last started.
+    pub fn any_recalled(&self) -> bool {
+        self.servers().iter().any(|s| s.is_recalled())
     }
 
-    /// The servers whose first start has not ended (listed from memory, or not at all).
+    /// The servers whose first start has not ended with the catalog showing what they
+    /// listed (listed from memory, or not at all).
     pub fn starting(&self) -> Vec<String> {
         self.servers()
             .iter()
-            .filter(|s| matches!(s.state(), State::Starting))
+            .filter(|s| !self.has_listed(s))
             .map(|s| s.config.name.clone())
             .collect()
     }
@@ -391,7 +389,7 @@ impl Downstreams {
         // Listed from memory: the server's own list decides, once it is up.
         if self
             .server(&entry.server)
-            .is_some_and(|s| matches!(s.state(), State::Starting))
+            .is_none_or(|s| !self.has_listed(&s))
         {
             return None;
         }

@@ -33,6 +33,9 @@ const FORMAT: u32 = 1;
 pub const MAX_FILE_BYTES: usize = 4 << 20;
 /// Most files kept in the folder; past it the least recently written go.
 pub const MAX_FILES: usize = 256;
+/// How the names of the files start: only those are ever removed from the folder, which
+/// `$PLANMUX_CACHE_DIR` may make one that other programs use too.
+const FILE_PREFIX: &str = "catalog-";
 
 /// What a file holds.
 #[derive(Serialize, Deserialize)]
@@ -73,7 +76,9 @@ impl Remembered {
         }
         let identity = identity(source, server)?;
         let folder = folder()?;
-        Some(Self::at(folder.join(format!("{}.json", key(&identity)))))
+        Some(Self::at(
+            folder.join(format!("{FILE_PREFIX}{}.json", key(&identity))),
+        ))
     }
 
     /// A remembered list kept in the file `path`.
@@ -86,10 +91,11 @@ impl Remembered {
 
     /// What the file holds, if it is there, whole and of this format.
     pub fn recall(&self) -> Option<Recalled> {
-        let bytes = std::fs::read(&self.path).ok()?;
-        if bytes.len() > MAX_FILE_BYTES {
+        let size = std::fs::metadata(&self.path).ok()?.len();
+        if size > MAX_FILE_BYTES as u64 {
             return None;
         }
+        let bytes = std::fs::read(&self.path).ok()?;
         let stored: Stored = serde_json::from_slice(&bytes).ok()?;
         if stored.format != FORMAT {
             return None;
@@ -202,13 +208,15 @@ async fn prune(folder: &Path) {
     let mut files = Vec::new();
     while let Ok(Some(entry)) = entries.next_entry().await {
         let path = entry.path();
-        if path.extension().is_some_and(|e| e == "json")
-            && let Ok(meta) = entry.metadata().await
-        {
+        let ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(FILE_PREFIX) && n.ends_with(".json"));
+        if ours && let Ok(meta) = entry.metadata().await {
             files.push((meta.modified().ok(), path));
         }
         if files.len() > MAX_FILES * 4 {
-            break; // not ours to sort through: someone else's folder
+            return; // far more than planmux writes: leave the folder as it is
         }
     }
     if files.len() <= MAX_FILES {
@@ -367,12 +375,16 @@ mod tests {
     async fn the_folder_keeps_at_most_its_bound() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         for i in 0..MAX_FILES + 3 {
-            std::fs::write(dir.path().join(format!("{i:04}.json")), "{}").ok();
+            std::fs::write(dir.path().join(format!("{FILE_PREFIX}{i:04}.json")), "{}").ok();
+        }
+        // Files not named as planmux names them are someone else's: left alone.
+        for i in 0..5 {
+            std::fs::write(dir.path().join(format!("{i}.json")), "{}").ok();
         }
         prune(dir.path()).await;
         let count = std::fs::read_dir(dir.path())
             .map(Iterator::count)
             .unwrap_or(0);
-        assert_eq!(count, MAX_FILES);
+        assert_eq!(count, MAX_FILES + 5);
     }
 }

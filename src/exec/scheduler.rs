@@ -225,7 +225,7 @@ impl<'p> Run<'p> {
             Some(_) => {
                 let mut found = false;
                 step.args
-                    .visit_refs(&mut |r: &crate::plan::Ref, _| found |= r.costly());
+                    .visit_refs(&mut |r: &crate::plan::Ref, _| found |= r.costly_per_item());
                 found
             }
         };

@@ -37,12 +37,40 @@ pub fn lenient(text: &str) -> Result<Value, String> {
         Err(e) => e,
     };
     let text = bounded(text)?;
+    // The lenient parser recurses once per bracket it opens, wherever the bracket is (a
+    // string or a comment the scan below misreads included): no text it reads opens more
+    // than this many at once, so no text can exhaust the stack.
+    if open_brackets(text) > MAX_OPEN_BRACKETS {
+        return Err(too_deep());
+    }
     let json = from_python(text)?;
     match jsonc_parser::parse_to_serde_value(&json, &jsonc_parser::ParseOptions::default()) {
+        Ok(Some(value)) if depth(&value) > MAX_PARSED_DEPTH => Err(too_deep()),
         Ok(Some(value)) => Ok(value),
         Ok(None) => Err("it holds no value".into()),
         Err(_) => Err(strict_error),
     }
+}
+
+/// Most brackets open at once, counted without regard to strings or comments, in text
+/// the lenient parser reads: well above [`MAX_PARSED_DEPTH`] (brackets inside strings
+/// count too), far below what would exhaust a thread's stack.
+const MAX_OPEN_BRACKETS: usize = 4 * MAX_PARSED_DEPTH;
+
+/// The most brackets (`[`, `{`, `(`) open at once in `text`, counting every one.
+fn open_brackets(text: &str) -> usize {
+    let (mut open, mut most) = (0usize, 0usize);
+    for byte in text.bytes() {
+        match byte {
+            b'[' | b'{' | b'(' => {
+                open += 1;
+                most = most.max(open);
+            }
+            b']' | b'}' | b')' => open = open.saturating_sub(1),
+            _ => {}
+        }
+    }
+    most
 }
 
 /// The start of `text` as a JSON string, to show what text a message is about.
@@ -136,4 +164,37 @@ fn depth(value: &Value) -> usize {
         }
     }
     deepest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Text that opens more brackets than the lenient parser may recurse into is refused
+    /// before it parses, wherever the brackets are: after a quote in a comment, which the
+    /// Python scan would take for a string, as in plain text.
+    #[test]
+    fn deep_text_is_refused_before_it_parses() {
+        let deep = "[".repeat(200_000);
+        for text in [
+            format!("/*'*/{deep}"),
+            format!("//\"\n{deep}"),
+            deep.clone(),
+        ] {
+            assert_eq!(lenient(&text), Err(too_deep()));
+        }
+        // Nesting a value may have, in any notation, still reads.
+        let fine = format!(
+            "{}1{}",
+            "(".repeat(MAX_PARSED_DEPTH - 1),
+            ")".repeat(MAX_PARSED_DEPTH - 1)
+        );
+        assert!(lenient(&fine).is_ok(), "{:?}", lenient(&fine));
+        let over = format!(
+            "{}1{}",
+            "[".repeat(MAX_PARSED_DEPTH + 1),
+            "]".repeat(MAX_PARSED_DEPTH + 1)
+        );
+        assert_eq!(lenient(&over), Err(too_deep()));
+    }
 }

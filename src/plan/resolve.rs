@@ -149,10 +149,12 @@ impl<'l, 'v> Reader<'l, 'v> {
         let Some(query) = &r.query else {
             return Ok(value);
         };
+        // `value` is this call's own: its text is parsed here, not remembered by address
+        // (a later value could be given the same address).
         if let Value::String(text) = &value
-            && let Ok(parsed) = self.parse(text)
+            && let Ok(parsed) = lenient::strict(text)
         {
-            value = Value::clone(&parsed);
+            value = parsed;
         }
         match query.eval(&value) {
             Ok(Some(found)) => Ok(found),
@@ -211,7 +213,9 @@ impl<'l, 'v> Reader<'l, 'v> {
         Ok(current.clone())
     }
 
-    /// The JSON `text` holds, parsed once per reader.
+    /// The JSON `text` holds, parsed once per reader. Only for text that lives as long as
+    /// the reader (in a looked-up value, or in a value parsed and held here): it is
+    /// remembered by its address.
     fn parse(&self, text: &str) -> Result<Rc<Value>, String> {
         let key = (text.as_ptr() as usize, text.len());
         if let Some(done) = self.parsed.borrow().get(&key) {

@@ -61,6 +61,14 @@ impl Ref {
     pub fn costly(&self) -> bool {
         self.query.is_some() || self.form.is_some()
     }
+
+    /// Whether reading it for each item of a loop may cost in proportion to what it
+    /// reads: [`Self::costly`], or a path into something other than the item, which
+    /// may go on into text each item parses anew.
+    pub fn costly_per_item(&self) -> bool {
+        self.costly()
+            || (!self.path.is_empty() && !matches!(self.source, RefSource::Item | RefSource::Index))
+    }
 }
 
 impl std::fmt::Display for Ref {

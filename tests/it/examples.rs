@@ -162,7 +162,7 @@ fn validate_prints_the_schedule_and_rejects_bad_plans() -> anyhow::Result<()> {
     let graph = String::from_utf8_lossy(&mermaid.stdout);
     assert!(graph.starts_with("flowchart"), "{graph}");
     assert!(
-        graph.contains("s0 --> s1") && graph.contains("a<br/>chaos__sleep"),
+        graph.contains("s0 -->|after| s1") && graph.contains("a<br/>chaos__sleep"),
         "{graph}"
     );
 

@@ -38,13 +38,15 @@ fn outputs() -> HashMap<StepId, Value> {
         (StepId::new("lines"), json!("alpha\r\n beta\n\n gamma \n")),
         (StepId::new("csv"), json!("a, b,,c")),
         (StepId::new("log"), json!("core=v1.2 ui=v3.4")),
+        (StepId::new("k1"), json!({"s": "{\"k\": 1}"})),
+        (StepId::new("k2"), json!({"s": "{\"k\": 2}"})),
     ])
 }
 
 /// Resolves `arg` as the `input` argument of a step after the steps of [`outputs`].
 fn resolve(arg: Value) -> Result<Value, String> {
     let ids = [
-        "list", "cpu", "text", "n", "file", "sqlite", "json5", "lines", "csv", "log",
+        "list", "cpu", "text", "n", "file", "sqlite", "json5", "lines", "csv", "log", "k1", "k2",
     ];
     let steps: Vec<Value> = ids
         .iter()
@@ -203,6 +205,17 @@ fn paths_read_on_into_json_text() {
     check(
         json!({"$ref": "file.content", "parse": "json", "jsonpath": "$.threshold"}),
         json!(3),
+    );
+}
+
+/// Texts read for a JSONPath are each parsed as they are: two of the same length, read
+/// in one resolution, are not taken for one another.
+#[test]
+fn each_text_a_jsonpath_reads_is_parsed_as_it_is() {
+    check(
+        json!({"a": {"$ref": "k1.s", "jsonpath": "$.k"}, "b": {"$ref": "k2.s", "jsonpath": "$.k"},
+               "c": {"$ref": "k1.s", "jsonpath": "$.k"}}),
+        json!({"a": 1, "b": 2, "c": 1}),
     );
 }
 

@@ -120,10 +120,20 @@ pub(super) fn scan_text(text: &str, ids: &[&str]) -> Vec<(String, String)> {
     found
 }
 
+/// Longest `{{ … }}` looked at: a path with spaces around it, far longer than any
+/// step id and path a plan writes.
+const MAX_TEMPLATE_BYTES: usize = 256;
+
 /// `{{ X.path }}`: its length and `X.path`.
 fn double_braces(text: &str) -> Option<(usize, String)> {
     let inner = &text[2..];
-    let close = inner.find("}}")?;
+    // A reference is short: the closing braces are looked for only as far as the longest
+    // one could reach, so text full of `{{` costs in proportion to its length.
+    let mut window = inner.len().min(MAX_TEMPLATE_BYTES);
+    while !inner.is_char_boundary(window) {
+        window -= 1;
+    }
+    let close = inner[..window].find("}}")?;
     let reference = inner[..close].trim();
     is_path(reference).then(|| (close + 4, reference.to_owned()))
 }
