@@ -98,7 +98,9 @@ impl Offered {
     /// remembers it for the next start.
     pub async fn keep(&self, server: &str, offer: Offer, fields: &ToolFields) {
         if let Some(memory) = &self.memory {
-            memory.keep(server, &offer, fields).await;
+            memory
+                .keep(server, &offer.tools, offer.instructions.as_deref(), fields)
+                .await;
         }
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = offer;
         self.recalled.store(false, Ordering::Relaxed);

@@ -24,7 +24,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::fields::ToolFields;
-use super::offer::Offer;
 use crate::config::{ServerConfig, Transport};
 
 /// The file format; a file of another is ignored (and replaced at the next start).
@@ -113,11 +112,17 @@ impl Remembered {
         })
     }
 
-    /// Keeps what `server` just listed (its tools with their unmodelled `fields`), unless
-    /// the file already holds exactly that. A failure to write is logged, never fatal.
-    pub async fn keep(&self, server: &str, offer: &Offer, fields: &ToolFields) {
-        let tools = offer
-            .tools
+    /// Keeps what `server` just listed (its tools with their unmodelled `fields`, its
+    /// instructions), unless the file already holds exactly that. A failure to write is
+    /// logged, never fatal.
+    pub async fn keep(
+        &self,
+        server: &str,
+        tools: &[Tool],
+        instructions: Option<&str>,
+        fields: &ToolFields,
+    ) {
+        let tools = tools
             .iter()
             .filter_map(|tool| {
                 let mut value = serde_json::to_value(tool).ok()?;
@@ -134,7 +139,7 @@ impl Remembered {
             format: FORMAT,
             server: server.to_owned(),
             tools,
-            instructions: offer.instructions.clone(),
+            instructions: instructions.map(str::to_owned),
         };
         let Ok(bytes) = serde_json::to_vec(&stored) else {
             return;
@@ -338,14 +343,10 @@ mod tests {
         let memory = Remembered::at(path.clone());
         assert!(memory.recall().is_none());
         let schema = Arc::new(JsonObject::new());
-        let offer = Offer {
-            tools: vec![Tool::new("read", "Reads", schema)],
-            instructions: Some("Be kind".into()),
-            ..Offer::default()
-        };
+        let tools = [Tool::new("read", "Reads", schema)];
         let fields = ToolFields::default();
         fields.keep(&[json!({"name": "read", "execution": {"taskSupport": "optional"}})]);
-        memory.keep("files", &offer, &fields).await;
+        memory.keep("files", &tools, Some("Be kind"), &fields).await;
         let recalled = Remembered::at(path.clone())
             .recall()
             .unwrap_or_else(|| panic!("kept"));
