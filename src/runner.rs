@@ -191,6 +191,13 @@ impl PlanRunner {
                 return checked;
             }
             let wanted = match &checked {
+                // A bare or folded name may be another server's too, once it has listed.
+                Ok(checked)
+                    if self.downstreams.any_unknown()
+                        && !names_its_tools(&arguments, &checked.plan) =>
+                {
+                    None
+                }
                 Ok(checked) => self.servers_of(&checked.plan),
                 Err(Unchecked::Invalid(issues)) => self.servers_named(issues),
                 Err(Unchecked::Unfinished(_)) => return checked,
@@ -398,4 +405,22 @@ impl PlanRunner {
             (serde_json::json!({"status": "failed", "error": text}), text)
         })
     }
+}
+
+/// Whether every tool step of `plan` named its tool so that no other server's list could
+/// change which tool it is: by its exported name, or with its server (`server`, or
+/// `server:tool`). A bare or folded name (`get_weather`, `Weather__Get-Weather`) is
+/// resolved among the servers that have listed, and may be ambiguous once the others have.
+fn names_its_tools(arguments: &Value, plan: &ValidatedPlan) -> bool {
+    let Ok(written) = crate::plan::parse(arguments) else {
+        return true;
+    };
+    plan.steps()
+        .iter()
+        .filter(|step| step.kind != crate::plan::StepKind::Value)
+        .all(|step| {
+            written.steps.get(step.index).is_some_and(|w| {
+                w.server.is_some() || w.tool == step.exported || w.tool.contains(':')
+            })
+        })
 }

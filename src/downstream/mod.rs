@@ -246,6 +246,13 @@ impl Downstreams {
             .collect()
     }
 
+    /// Whether some server has listed nothing yet, not even from memory.
+    pub fn any_unknown(&self) -> bool {
+        self.servers()
+            .iter()
+            .any(|s| !s.is_recalled() && !self.has_listed(s))
+    }
+
     /// Whether some server is listed only from what it listed when it last started.
     pub fn any_recalled(&self) -> bool {
         self.servers().iter().any(|s| s.is_recalled())

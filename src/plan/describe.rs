@@ -12,10 +12,10 @@ const INTRO: &str = r#"Run many tool calls in one call: a step starts once the s
 
 Step: {"id", "tool", "args"}, optional "depends_on", "timeout_ms", "retries".
 "when": {"$ref": "STEP.PATH", "gt": 80} (eq ne gte lt lte in contains matches exists; all/any/not) runs it only if true; "foreach": "$ref:STEP.list" runs per item (args: item, item.PATH, index); {"id", "value": …} reshapes; "mode": "lazy" shows the schedule only.
-References in args: "$ref:STEP.PATH", {"$ref": "STEP.PATH"} or "${STEP.PATH}" alone give the value, typed; "a ${STEP.PATH} b" splices it into text. STEP: step id, steps[N] or input (the plan's "inputs"); PATH: a.b[0].c. Filter: {"$ref": "STEP", "jsonpath": "$.items[?@.size > 10]"}. Missing path: null. Literal ${: $${.
+References in args: "$ref:STEP.PATH", {"$ref": "STEP.PATH"} or "${STEP.PATH}" alone give the value, typed; "a ${STEP.PATH} b" splices it into text. STEP: step id, steps[N] or input ("inputs"); PATH: a.b[0].c. Filter: {"$ref": "STEP", "jsonpath": "$.items[?@.size > 10]"}. A missing path fails the step (unless "default": V).
 "outputs": step ids, or named picks: {"n": "$ref:cpu.name"}."#;
 
-const RULES: &str = r#""strategy": auto (default) or parallel, sequential, chained (in order; previous output into arg "input" or "pipe_to"), competitive (first success wins).
+const RULES: &str = r#""strategy": auto (default), parallel, sequential, chained (in order; previous output into arg "input" or "pipe_to"), competitive (first success wins).
 "on_error": fail_forward (default; skip a failure's dependents), fail_fast, continue (pass the error on)."#;
 
 /// The `execute_plan` description with `example` (a plan over tools the catalog has,

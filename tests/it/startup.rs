@@ -57,16 +57,19 @@ async fn a_fresh_planmux_lists_every_tool_at_once_and_a_call_waits_for_its_own_s
 
     // The first time, the slow server's tools come when it has started.
     let first = serve(&path, &cache).await?;
-    let listed = eventually(Duration::from_secs(30), || {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut names = Vec::new();
+    while !names.iter().any(|n| n == "slow__get_weather") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let tools = first.list_all_tools().await?;
+        names = tools.into_iter().map(|t| t.name.to_string()).collect();
+    }
+    assert!(names.iter().any(|n| n == "slow__get_weather"), "{names:?}");
+    let remembered = eventually(Duration::from_secs(5), || {
         std::fs::read_dir(&cache).is_ok_and(|mut d| d.next().is_some())
     })
     .await;
-    assert!(listed, "the slow server's list was never remembered");
-    let tools = first.list_all_tools().await?;
-    assert!(
-        tools.iter().any(|t| t.name == "slow__get_weather"),
-        "{tools:?}"
-    );
+    assert!(remembered, "the slow server's list was never remembered");
     first.cancel().await?;
 
     // A fresh planmux: the handshake and a complete list at once.
@@ -130,5 +133,42 @@ async fn run_and_validate_start_only_the_servers_the_plan_names() -> anyhow::Res
         );
         assert!(!marker.exists(), "{command} started the slow server");
     }
+    Ok(())
+}
+
+/// A bare tool name is resolved among every server's tools, not only those that listed
+/// first: `get_weather`, which a built-in server has and a late one has too, is ambiguous
+/// however soon the plan comes.
+#[tokio::test]
+async fn a_bare_name_waits_for_every_server_it_may_name() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[servers.late]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 2; exec '{bin}' demo weather\"]\n\n\
+             [servers.weather]\nbuiltin = \"weather\"\n",
+            bin = common::bin()
+        ),
+    )?;
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        json!({"steps": [{"id": "w", "tool": "get_weather", "args": {"location": "Lima"}}]})
+            .to_string(),
+    )?;
+    let out = tokio::process::Command::new(common::bin())
+        .args(["validate", "--json", "--config"])
+        .arg(&path)
+        .arg(&plan)
+        .env("PLANMUX_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .await?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{stdout}");
+    assert!(
+        stdout.contains("late__get_weather") && stdout.contains("weather__get_weather"),
+        "{stdout}"
+    );
     Ok(())
 }
