@@ -48,6 +48,18 @@ async fn serve(
     Ok(Recorder::default().serve(transport).await?)
 }
 
+/// `planmux ARGS --config DIR/servers.toml PLAN`, remembering in `DIR/cache`.
+async fn planmux(args: &[&str], dir: &Path, plan: &Path) -> anyhow::Result<std::process::Output> {
+    Ok(tokio::process::Command::new(common::bin())
+        .args(args)
+        .arg("--config")
+        .arg(dir.join("servers.toml"))
+        .arg(plan)
+        .env("PLANMUX_CACHE_DIR", dir.join("cache"))
+        .output()
+        .await?)
+}
+
 #[tokio::test]
 async fn a_fresh_planmux_lists_every_tool_at_once_and_a_call_waits_for_its_own_server_only()
 -> anyhow::Result<()> {
@@ -117,14 +129,7 @@ async fn run_and_validate_start_only_the_servers_the_plan_names() -> anyhow::Res
         json!({"steps": [{"id": "m", "tool": "metrics__list_metrics", "args": {}}]}).to_string(),
     )?;
     for command in ["run", "validate"] {
-        let out = tokio::process::Command::new(common::bin())
-            .arg(command)
-            .arg("--config")
-            .arg(&path)
-            .arg(&plan)
-            .env("PLANMUX_CACHE_DIR", dir.path().join("cache"))
-            .output()
-            .await?;
+        let out = planmux(&[command], dir.path(), &plan).await?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -157,13 +162,7 @@ async fn a_bare_name_waits_for_every_server_it_may_name() -> anyhow::Result<()> 
         json!({"steps": [{"id": "w", "tool": "get_weather", "args": {"location": "Lima"}}]})
             .to_string(),
     )?;
-    let out = tokio::process::Command::new(common::bin())
-        .args(["validate", "--json", "--config"])
-        .arg(&path)
-        .arg(&plan)
-        .env("PLANMUX_CACHE_DIR", dir.path().join("cache"))
-        .output()
-        .await?;
+    let out = planmux(&["validate", "--json"], dir.path(), &plan).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{stdout}");
     assert!(
