@@ -43,6 +43,13 @@ struct Query {
     tools: Vec<String>,
 }
 
+/// A query's phrasings, written blind (benches/search/README.md).
+#[derive(Deserialize)]
+struct Phrased {
+    query: String,
+    phrasings: Vec<String>,
+}
+
 fn main() -> anyhow::Result<()> {
     let misses = std::env::args().any(|a| a == "--misses");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -77,15 +84,19 @@ fn main() -> anyhow::Result<()> {
         &std::fs::read_to_string(root.join("benches/search/queries.json"))
             .context("benches/search/queries.json")?,
     )?;
-    let (mut top1, mut top5) = (0, 0);
-    // How deep the answers of the others are: what a reranker could still reach.
-    let (mut top10, mut top20) = (0, 0);
-    // Every third query is held out: the ranker's synonyms and weights were tuned
-    // looking only at the misses of the others, so the held-out figure shows what tuning
-    // did not see.
-    let (mut held, mut held5) = (0, 0);
-    let mut missed = Vec::new();
-    for (i, query) in queries.iter().enumerate() {
+    let phrasings: Vec<Phrased> = serde_json::from_str(
+        &std::fs::read_to_string(root.join("benches/search/phrasings.json"))
+            .context("benches/search/phrasings.json")?,
+    )?;
+    ensure!(
+        phrasings.len() == queries.len()
+            && phrasings
+                .iter()
+                .zip(&queries)
+                .all(|(p, q)| p.query == q.query),
+        "benches/search/phrasings.json does not follow queries.json"
+    );
+    for query in &queries {
         for label in &query.tools {
             ensure!(
                 catalog.get(label).is_some(),
@@ -93,8 +104,67 @@ fn main() -> anyhow::Result<()> {
                 query.query
             );
         }
+    }
+    println!(
+        "\nSearch quality over {} queries and {} tools (held out: every third query)\n",
+        queries.len(),
+        catalog.entries().len()
+    );
+    println!("| query sent | recall@1 | recall@5 | recall@10 | held-out recall@5 |");
+    println!("| --- | --- | --- | --- | --- |");
+    let mut search = Vec::new();
+    let mut missed = Vec::new();
+    for extra in [0, 1, 2, 3] {
+        let recall = recall(&catalog, &queries, &phrasings, extra, &mut missed);
+        let label = match extra {
+            0 => "the user's words alone".to_owned(),
+            n => format!(
+                "the user's words + {n} phrasing{}, fused",
+                if n == 1 { "" } else { "s" }
+            ),
+        };
+        println!(
+            "| {label} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            recall.at1, recall.at5, recall.at10, recall.held_out5
+        );
+        search.push(
+            json!({"phrasings": extra, "recall_at_1": recall.at1, "recall_at_5": recall.at5,
+                           "recall_at_10": recall.at10, "recall_at_20": recall.at20,
+                           "held_out_recall_at_5": recall.held_out5}),
+        );
+    }
+    if misses {
+        for miss in &missed {
+            println!("  miss: {miss}");
+        }
+    }
+    let out = root.join("target/bench");
+    std::fs::create_dir_all(&out)?;
+    let report = json!({
+        "surface": surface,
+        "search": {"queries": queries.len(), "tools": catalog.entries().len(), "by_phrasings": search},
+    });
+    std::fs::write(
+        out.join("surface.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    Ok(())
+}
+
+/// Recall over `queries`, each sent with its first `extra` phrasings (rankings fused).
+fn recall(
+    catalog: &Catalog,
+    queries: &[Query],
+    phrasings: &[Phrased],
+    extra: usize,
+    missed: &mut Vec<String>,
+) -> Recall {
+    let (mut at1, mut at5, mut at10, mut at20, mut held, mut held5) = (0, 0, 0, 0, 0, 0);
+    for (i, (query, phrased)) in queries.iter().zip(phrasings).enumerate() {
+        let mut sent = vec![query.query.as_str()];
+        sent.extend(phrased.phrasings.iter().take(extra).map(String::as_str));
         let found: Vec<&str> = catalog
-            .search(&query.query, None)
+            .search_phrasings(&sent, None)
             .into_iter()
             .take(20)
             .map(|e| e.exported.as_str())
@@ -105,51 +175,39 @@ fn main() -> anyhow::Result<()> {
                 .take(n)
                 .any(|f| query.tools.iter().any(|t| t == f))
         };
-        top10 += usize::from(hit(10));
-        top20 += usize::from(hit(20));
-        top1 += usize::from(hit(1));
-        top5 += usize::from(hit(5));
+        at1 += usize::from(hit(1));
+        at5 += usize::from(hit(5));
+        at10 += usize::from(hit(10));
+        at20 += usize::from(hit(20));
         if i % 3 == 0 {
             held += 1;
             held5 += usize::from(hit(5));
-        } else if !hit(5) {
+        }
+        if !hit(5) && extra == 3 {
             missed.push(format!(
-                "{:?} → {:?} (wanted {:?})",
-                query.query,
+                "{sent:?} → {:?} (wanted {:?})",
                 &found[..found.len().min(5)],
                 query.tools
             ));
         }
     }
-    let n = queries.len() as f64;
-    let (recall1, recall5) = (top1 as f64 / n, top5 as f64 / n);
-    let held_out = held5 as f64 / held.max(1) as f64;
-    println!(
-        "\nSearch quality over {} queries and {} tools: recall@1 {recall1:.3}, recall@5 {recall5:.3} (target ≥ 0.9); held-out third ({held} queries): recall@5 {held_out:.3}; recall@10 {:.3}, recall@20 {:.3}",
-        queries.len(),
-        catalog.entries().len(),
-        top10 as f64 / n,
-        top20 as f64 / n
-    );
-    if misses {
-        for miss in &missed {
-            println!("  miss: {miss}");
-        }
+    let n = queries.len().max(1) as f64;
+    Recall {
+        at1: at1 as f64 / n,
+        at5: at5 as f64 / n,
+        at10: at10 as f64 / n,
+        at20: at20 as f64 / n,
+        held_out5: held5 as f64 / held.max(1) as f64,
     }
-    let out = root.join("target/bench");
-    std::fs::create_dir_all(&out)?;
-    let report = json!({
-        "surface": surface,
-        "search": {"queries": queries.len(), "tools": catalog.entries().len(),
-                   "recall_at_1": recall1, "recall_at_5": recall5,
-                   "recall_at_10": top10 as f64 / n, "recall_at_20": top20 as f64 / n,
-                   "held_out": {"queries": held, "recall_at_5": held_out}},
-    });
-    std::fs::write(
-        out.join("surface.json"),
-        serde_json::to_string_pretty(&report)?,
-    )?;
-    Ok(())
+}
+
+/// One row of the search table.
+struct Recall {
+    at1: f64,
+    at5: f64,
+    at10: f64,
+    at20: f64,
+    held_out5: f64,
 }
 
 /// Every recorded catalog, by server name.

@@ -282,6 +282,15 @@ impl Catalog {
     /// The tools that match `query`, best first; only those of `server` when one is
     /// given (its name, case and `-`/`_` ignored).
     pub fn search(&self, query: &str, server: Option<&str>) -> Vec<&Entry> {
+        self.search_phrasings(&[query], server)
+    }
+
+    /// The tools that match any of `phrasings` (of one need: the user's words, and the
+    /// same in the words tools use), best first. Each phrasing ranks the tools, and the
+    /// rankings are fused by reciprocal rank: a tool scores the sum of `1 / (RRF_K +
+    /// rank)` over the rankings it is in, so one near the top of several comes first,
+    /// whichever phrasing found it. One phrasing is its own ranking.
+    pub fn search_phrasings(&self, phrasings: &[&str], server: Option<&str>) -> Vec<&Entry> {
         let index = self
             .index
             .get_or_init(|| search::Index::build(&self.entries));
@@ -291,11 +300,12 @@ impl Catalog {
                 .as_ref()
                 .is_none_or(|s| crate::plan::fold_name(&self.entries[i].server) == *s)
         };
-        index
-            .search(query, keep)
-            .into_iter()
-            .map(|i| &self.entries[i])
-            .collect()
+        let rankings: Vec<Vec<usize>> = phrasings.iter().map(|q| index.search(q, keep)).collect();
+        let fused = match rankings.as_slice() {
+            [one] => one.clone(),
+            _ => search::fuse(&rankings),
+        };
+        fused.into_iter().map(|i| &self.entries[i]).collect()
     }
 
     /// The tools of `server` (its name, case and `-`/`_` ignored), in catalog order.

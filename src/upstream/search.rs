@@ -21,19 +21,26 @@ const DEFAULT_LIMIT: u64 = 5;
 const MAX_LIMIT: u64 = 20;
 /// A server's description in the index, at most.
 const MAX_SERVER_DESCRIPTION: usize = 200;
+/// Phrasings one query may give, and the longest one (a ranker reads no more of one).
+const MAX_PHRASINGS: usize = 5;
+const MAX_PHRASING_CHARS: usize = crate::catalog::search::MAX_QUERY_CHARS;
 
 /// The `search_tools` definition; `servers` is how many servers have tools.
 pub fn search_tools_tool(servers: usize) -> Tool {
     let description = format!(
         "Find tools by what they do: the tools of {servers} servers are not all listed. \
-         Give a few words; results come best first with each tool's name, description, \
-         inputSchema and tier (read, write, destructive). Use a found tool by its name in \
-         execute_plan (one step is fine). No query: each server with its tool count."
+         query: the user's words plus 2-3 phrasings in the words tool names use (verb + \
+         object: \"list pull requests\", \"create calendar event\"), as a list. Results \
+         come best first with each tool's name, description, inputSchema and tier (read, \
+         write, destructive). Use a found tool by its name in execute_plan (one step is \
+         fine). Nothing fits: search again with other words, or with server. No query: \
+         each server with its tool count."
     );
     let schema = json!({
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": "what the tool should do, or its name"},
+            "query": {"type": ["string", "array"], "items": {"type": "string"}, "maxItems": MAX_PHRASINGS,
+                      "description": "what the tool should do, or its name; or up to 5 phrasings of it"},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
             "server": {"type": "string", "description": "only this server's tools"}
         }
@@ -61,10 +68,9 @@ pub fn search_tools(
 ) -> CallToolResult {
     let empty = JsonObject::new();
     let arguments = arguments.unwrap_or(&empty);
-    let query = match arguments.get("query") {
-        None | Some(Value::Null) => "",
-        Some(Value::String(query)) => query.trim(),
-        Some(other) => return tool_error(format!("\"query\" must be a string, not {other}")),
+    let phrasings = match phrasings(arguments.get("query")) {
+        Ok(phrasings) => phrasings,
+        Err(problem) => return tool_error(problem),
     };
     let limit = match arguments.get("limit") {
         None | Some(Value::Null) => DEFAULT_LIMIT,
@@ -99,13 +105,49 @@ pub fn search_tools(
         }
         Some(other) => return tool_error(format!("\"server\" must be a string, not {other}")),
     };
-    let structured = match (query, server) {
-        ("", None) => json!({"servers": server_index(catalog, instructions)}),
-        ("", Some(server)) => found(&catalog.server_tools(server), limit),
-        (query, server) => found(&catalog.search(query, server), limit),
+    let structured = match (phrasings.as_slice(), server) {
+        ([], None) => json!({"servers": server_index(catalog, instructions)}),
+        ([], Some(server)) => found(&catalog.server_tools(server), limit),
+        (phrasings, server) => found(&catalog.search_phrasings(phrasings, server), limit),
     };
     // The JSON goes in the text content too, for hosts that read only that.
     CallToolResult::structured(structured)
+}
+
+/// The phrasings `query` gives: none for no query (or an empty string), one for a
+/// string, up to [`MAX_PHRASINGS`] for a list; or what is wrong with it.
+fn phrasings(query: Option<&Value>) -> Result<Vec<&str>, String> {
+    match query {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(query)) if query.trim().is_empty() => Ok(Vec::new()),
+        Some(Value::String(query)) => Ok(vec![query.trim()]),
+        Some(Value::Array(items)) if items.is_empty() => Err(
+            "\"query\" is an empty list: give the need in words, and up to 5 phrasings of it".into(),
+        ),
+        Some(Value::Array(items)) if items.len() > MAX_PHRASINGS => Err(format!(
+            "\"query\" has {} phrasings; give at most {MAX_PHRASINGS}",
+            items.len()
+        )),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(text) if text.trim().is_empty() => {
+                    Err(format!("\"query\"[{i}] is empty"))
+                }
+                Value::String(text) if text.chars().count() > MAX_PHRASING_CHARS => Err(format!(
+                    "\"query\"[{i}] is {} characters long; a phrasing has at most {MAX_PHRASING_CHARS}",
+                    text.chars().count()
+                )),
+                Value::String(text) => Ok(text.trim()),
+                other => Err(format!("\"query\"[{i}] must be a string, not {}", crate::text::clip(&other.to_string(), 80))),
+            })
+            .collect(),
+        Some(other) => Err(format!(
+            "\"query\" must be a string or a list of strings, not {}",
+            crate::text::clip(&other.to_string(), 80)
+        )),
+    }
 }
 
 /// The first `limit` of `tools` with their definitions, and how many there were.
@@ -259,6 +301,57 @@ mod tests {
         let unknown = search(json!({"server": "nowhere"}));
         let text = format!("{:?}", unknown.content);
         assert!(text.contains("metrics, weather, files, chaos"), "{text}");
+    }
+
+    /// A list of phrasings of one need: their rankings fused; a tool one phrasing finds
+    /// and another misses still comes; one phrasing is the string form.
+    #[test]
+    fn phrasings_are_fused_into_one_ranking() {
+        let alone = names(&search(json!({"query": "forecast"})));
+        let listed = names(&search(json!({"query": ["forecast"]})));
+        assert_eq!(alone, listed);
+        let fused = names(&search(json!({
+            "query": ["will I need an umbrella", "get weather forecast", "current temperature"]
+        })));
+        assert_eq!(
+            fused.first().map(String::as_str),
+            Some("weather__get_weather"),
+            "{fused:?}"
+        );
+        let both = names(&search(
+            json!({"query": ["list metrics", "get weather"], "limit": 20}),
+        ));
+        assert!(
+            both.contains(&"metrics__list_metrics".to_owned())
+                && both.contains(&"weather__get_weather".to_owned()),
+            "{both:?}"
+        );
+    }
+
+    #[test]
+    fn bad_phrasings_are_named() {
+        let long = "x".repeat(100_000);
+        let cases = [
+            json!({"query": []}),
+            json!({"query": ["a", "b", "c", "d", "e", "f"]}),
+            json!({"query": ["weather", 3]}),
+            json!({"query": ["weather", "  "]}),
+            json!({"query": ["weather", long]}),
+            json!({"query": {"text": "weather"}}),
+        ];
+        let said: Vec<String> = cases
+            .iter()
+            .map(|case| {
+                let result = search(case.clone());
+                assert_eq!(result.is_error, Some(true), "{case}");
+                let value = serde_json::to_value(&result).unwrap_or_default();
+                value["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        insta::assert_snapshot!("search_bad_phrasings", said.join("\n"));
     }
 
     #[test]
