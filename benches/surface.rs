@@ -133,6 +133,31 @@ fn main() -> anyhow::Result<()> {
                            "held_out_recall_at_5": recall.held_out5}),
         );
     }
+    // What a search answer costs the model: the text of search_tools' result at its
+    // default limit (5), for each query sent with its three phrasings.
+    let mut answer_tokens: Vec<usize> = queries
+        .iter()
+        .zip(&phrasings)
+        .map(|(query, phrased)| {
+            let mut sent = vec![query.query.clone()];
+            sent.extend(phrased.phrasings.iter().cloned());
+            let arguments = json!({"query": sent});
+            let result =
+                planmux::upstream::surface::search_tools(&catalog, &[], arguments.as_object());
+            let text = result
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone());
+            tokens.encode_ordinary(&text.unwrap_or_default()).len()
+        })
+        .collect();
+    answer_tokens.sort_unstable();
+    let median_answer = answer_tokens[answer_tokens.len() / 2];
+    let largest_answer = answer_tokens.last().copied().unwrap_or(0);
+    println!(
+        "\nA search answer at limit 5 (the text the model reads): median {median_answer} tokens, largest {largest_answer}"
+    );
     if misses {
         for miss in &missed {
             println!("  miss: {miss}");
@@ -142,7 +167,8 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&out)?;
     let report = json!({
         "surface": surface,
-        "search": {"queries": queries.len(), "tools": catalog.entries().len(), "by_phrasings": search},
+        "search": {"queries": queries.len(), "tools": catalog.entries().len(), "by_phrasings": search,
+                   "answer_tokens_at_5": {"median": median_answer, "largest": largest_answer}},
     });
     std::fs::write(
         out.join("surface.json"),

@@ -5,7 +5,10 @@
 //! The compact arm's searches are real: `search_tools` runs over the whole catalog with
 //! the user's request as the query; each tool of the plan not among those results costs
 //! one more search, by the words of its name (the model knows what to look for from the
-//! server index in execute_plan's description).
+//! server index in execute_plan's description). A third arm sends the first search as
+//! the request plus three phrasings of it (benches/economics/phrasings.json, written blind
+//! like benches/search/phrasings.json: see benches/search/README.md), as search_tools'
+//! description asks.
 
 use std::path::Path;
 
@@ -32,6 +35,9 @@ pub struct Large {
     pub searches: usize,
     pub one_per_turn: ArmFigures,
     pub compact: ArmFigures,
+    /// The compact arm with the first search phrased, and the searches it made.
+    pub phrased_searches: usize,
+    pub phrased: ArmFigures,
 }
 
 impl Large {
@@ -54,9 +60,20 @@ impl Large {
             "| compact: search_tools ({} searches) + execute_plan | {} | {} | {} |",
             self.searches, self.compact_tokens, self.compact.round_trips, self.compact.input_tokens
         );
+        println!(
+            "| compact, first search phrased ({} searches) + execute_plan | {} | {} | {} |",
+            self.phrased_searches,
+            self.compact_tokens,
+            self.phrased.round_trips,
+            self.phrased.input_tokens
+        );
         let ratio = self.ratio();
         let met = if ratio >= 4.0 { "met" } else { "MISSED" };
         println!("Input tokens, one per turn over compact: {ratio:.1}x (target ≥ 4x: {met})");
+        println!(
+            "Input tokens, one per turn over compact with phrasings: {:.1}x",
+            self.one_per_turn.input_tokens as f64 / self.phrased.input_tokens as f64
+        );
     }
 
     pub fn to_json(&self) -> Value {
@@ -64,6 +81,7 @@ impl Large {
             "tools": self.tools, "full_tokens": self.full_tokens,
             "compact_tokens": self.compact_tokens, "searches": self.searches,
             "one_per_turn": self.one_per_turn, "compact": self.compact, "ratio": self.ratio(),
+            "phrased_searches": self.phrased_searches, "phrased": self.phrased,
         })
     }
 }
@@ -96,7 +114,15 @@ pub fn measure(
         searches: 0,
         one_per_turn: ArmFigures::default(),
         compact: ArmFigures::default(),
+        phrased_searches: 0,
+        phrased: ArmFigures::default(),
     };
+    let phrasings: Vec<Phrased> = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/economics/phrasings.json"),
+        )
+        .context("benches/economics/phrasings.json")?,
+    )?;
     for (scenario, replay) in replays {
         let request = tokens.message(scenario.request);
         let full = Base {
@@ -108,22 +134,51 @@ pub fn measure(
             tools: compact_tokens,
             ..full
         };
-        let searches = searches(&catalog, scenario, replay);
-        large.searches += searches.len();
+        let plain = searches(&catalog, scenario, replay, &[]);
+        large.searches += plain.len();
+        let phrased: Vec<&str> = phrasings
+            .iter()
+            .find(|p| p.request == scenario.request)
+            .with_context(|| format!("no phrasings for {:?}", scenario.request))?
+            .phrasings
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let phrased_searches = searches(&catalog, scenario, replay, &phrased);
+        large.phrased_searches += phrased_searches.len();
+        large.phrased.add(&meter::search_then_plan(
+            tokens,
+            compact,
+            replay,
+            &phrased_searches,
+        ));
         large
             .one_per_turn
             .add(&meter::one_per_turn(tokens, full, replay));
         large
             .compact
-            .add(&meter::search_then_plan(tokens, compact, replay, &searches));
+            .add(&meter::search_then_plan(tokens, compact, replay, &plain));
     }
     Ok(large)
 }
 
-/// The searches a model makes to find the plan's tools: its request, then each tool
-/// still not found by the words of its name. Each with its result text.
-fn searches(catalog: &Catalog, scenario: &Scenario, replay: &Replay) -> Vec<(Value, String)> {
-    let search = |query: &str| -> (Value, Vec<String>, String) {
+/// A scenario's request and its phrasings, written blind.
+#[derive(serde::Deserialize)]
+struct Phrased {
+    request: String,
+    phrasings: Vec<String>,
+}
+
+/// The searches a model makes to find the plan's tools: its request (with `phrasings`
+/// beside it, when there are some), then each tool still not found by the words of its
+/// name. Each with its result text.
+fn searches(
+    catalog: &Catalog,
+    scenario: &Scenario,
+    replay: &Replay,
+    phrasings: &[&str],
+) -> Vec<(Value, String)> {
+    let search = |query: Value| -> (Value, Vec<String>, String) {
         let arguments = json!({"query": query, "limit": LIMIT});
         let result = search_tools(catalog, &[], arguments.as_object());
         let found = result
@@ -149,7 +204,11 @@ fn searches(catalog: &Catalog, scenario: &Scenario, replay: &Replay) -> Vec<(Val
         .filter_map(|s| s["tool"].as_str().map(str::to_owned))
         .collect();
     wanted.dedup();
-    let (arguments, mut found, text) = search(scenario.request);
+    let first = match phrasings {
+        [] => json!(scenario.request),
+        _ => json!([&[scenario.request], phrasings].concat()),
+    };
+    let (arguments, mut found, text) = search(first);
     let mut searches = vec![(arguments, text)];
     for tool in wanted {
         if found.contains(&tool) {
@@ -158,7 +217,7 @@ fn searches(catalog: &Catalog, scenario: &Scenario, replay: &Replay) -> Vec<(Val
         let words = catalog
             .get(&tool)
             .map_or(tool.clone(), |e| e.tool.replace(['_', '-'], " "));
-        let (arguments, more, text) = search(&words);
+        let (arguments, more, text) = search(json!(words));
         found.extend(more);
         searches.push((arguments, text));
     }

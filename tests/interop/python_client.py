@@ -384,12 +384,26 @@ async def compact(client: Client, checks: Checks, summary: dict[str, Any]) -> No
     ran = await client.call_tool("execute_plan", plan)
     outputs = (ran.structured_content or {}).get("outputs", {})
     checks.expect(not ran.is_error and outputs.get("where") == "Oslo", f"plan over a found tool: {dump(ran)}")
+    # The user's words and phrasings in the words tools use, as a list: fused into one
+    # ranking, whose best tool then runs in a plan.
+    phrased = await client.call_tool("search_tools", {
+        "query": ["will it rain in Oslo today", "get current weather", "weather forecast for city"],
+        "limit": 3})
+    phrased_names = [t.get("name") for t in (phrased.structured_content or {}).get("tools", [])]
+    checks.expect(not phrased.is_error and phrased_names[:1] == ["weather__get_weather"],
+                  f"search_tools with phrasings found {phrased_names}: {dump(phrased)}")
+    plan = {"steps": [{"id": "w", "tool": phrased_names[0] if phrased_names else "?",
+                       "args": {"location": "Lima"}}], "outputs": {"where": "$ref:w.location"}}
+    ran = await client.call_tool("execute_plan", plan)
+    checks.expect(not ran.is_error and (ran.structured_content or {}).get("outputs", {}).get("where") == "Lima",
+                  f"plan over a tool found with phrasings: {dump(ran)}")
     direct = await client.call_tool("weather__get_weather", {"location": "Oslo"})
     checks.expect(not direct.is_error, f"an unlisted tool called by name: {dump(direct)}")
     index = await client.call_tool("search_tools", {})
     servers = [s.get("name") for s in (index.structured_content or {}).get("servers", [])]
     checks.expect("weather" in servers, f"server index: {servers}")
-    summary["compact"] = {"listed": listed, "found": names, "plan": outputs, "servers": servers}
+    summary["compact"] = {"listed": listed, "found": names, "phrased": phrased_names, "plan": outputs,
+                          "servers": servers}
 
 
 async def main_async(args: argparse.Namespace) -> int:
