@@ -2,6 +2,7 @@
 //! and the way back from an exported name to (server, downstream tool); and, in
 //! [`resources`], the merged prompts, resources and templates.
 
+mod fusion;
 pub mod resources;
 pub mod search;
 
@@ -303,7 +304,7 @@ impl Catalog {
         let rankings: Vec<Vec<usize>> = phrasings.iter().map(|q| index.search(q, keep)).collect();
         let fused = match rankings.as_slice() {
             [one] => one.clone(),
-            _ => search::fuse(&rankings),
+            _ => fusion::fuse(&rankings),
         };
         fused.into_iter().map(|i| &self.entries[i]).collect()
     }

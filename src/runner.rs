@@ -185,8 +185,10 @@ impl PlanRunner {
         let mut widened = false;
         // Each turn starts some servers or ends: at most once the named ones, once all.
         for _ in 0..3 {
-            let checked = self.check_now(arguments.clone(), owner, cancel).await;
+            // Taken before validating: a server that lists while the plan is validated
+            // against the catalog of before still counts as starting for this round.
             let starting = self.downstreams.starting();
+            let checked = self.check_now(arguments.clone(), owner, cancel).await;
             if starting.is_empty() {
                 return checked;
             }

@@ -334,29 +334,6 @@ fn params_of(schema: &serde_json::Map<String, Value>) -> Vec<(&str, &str)> {
     found
 }
 
-/// The constant of reciprocal-rank fusion: how much a first place outweighs a tenth. 60 is
-/// the value of the method's paper (Cormack, Clarke and Büttcher, 2009), not one fitted to
-/// planmux's benchmark queries.
-pub const RRF_K: f64 = 60.0;
-
-/// Rankings (positions in the catalog, best first) fused by reciprocal rank, best first;
-/// ties go to the better single place, then to catalog order.
-pub fn fuse(rankings: &[Vec<usize>]) -> Vec<usize> {
-    let mut scores: HashMap<usize, (f64, usize)> = HashMap::new();
-    for ranking in rankings {
-        for (rank, &tool) in ranking.iter().enumerate() {
-            let entry = scores.entry(tool).or_insert((0.0, usize::MAX));
-            entry.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
-            entry.1 = entry.1.min(rank);
-        }
-    }
-    let mut fused: Vec<(usize, (f64, usize))> = scores.into_iter().collect();
-    fused.sort_by(|(i, (a, best_a)), (j, (b, best_b))| {
-        b.total_cmp(a).then(best_a.cmp(best_b)).then(i.cmp(j))
-    });
-    fused.into_iter().map(|(tool, _)| tool).collect()
-}
-
 /// The words of a text: split at anything not a letter or digit and at case changes
 /// (`getFileContents`, `HTTPRequest`), lowercased, stemmed, without stop words.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
