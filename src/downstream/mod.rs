@@ -64,17 +64,16 @@ pub struct Downstreams {
     checkpoint: Checkpoint,
     tracker: TaskTracker,
     shutdown: CancellationToken,
-    /// True once the first start of every server has ended.
-    started: tokio::sync::watch::Sender<bool>,
     /// Bumped whenever a server's start ends, so waits for some servers look again.
     progress: tokio::sync::watch::Sender<()>,
     /// The servers whose first start has ended with the catalog rebuilt after it: what
     /// they listed (or their absence) is in it.
     listed: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// Set when every server's start has begun ([`Self::start_all`]), so it happens once.
+    /// Set when the first start of every server has ended ([`Self::start_all`], which
+    /// runs once).
     starting_all: tokio::sync::OnceCell<()>,
-    /// The config file the servers came from: part of what a remembered list is kept
-    /// under.
+    /// The config file the servers came from (its canonical path, found once): part of
+    /// what a remembered list is kept under.
     source: String,
     /// URIs that tool results linked, and the server of each.
     links: resources::Links,
@@ -98,12 +97,13 @@ impl Downstreams {
     pub fn new(config: &Config, host: Arc<HostLink>) -> Arc<Downstreams> {
         let tracker = TaskTracker::new();
         let changes = Arc::new(Changes::default());
+        let source = remembered::canonical(&config.source);
         let servers: Vec<Arc<Server>> = config
             .enabled_servers()
             .map(|c| {
                 Arc::new(Server::new(
                     c.clone(),
-                    remembered::Remembered::place(&config.source, c),
+                    remembered::Remembered::place(&source, c),
                     host.clone(),
                     changes.clone(),
                     tracker.clone(),
@@ -119,11 +119,10 @@ impl Downstreams {
             checkpoint: Checkpoint::new(config),
             tracker: tracker.clone(),
             shutdown: CancellationToken::new(),
-            started: tokio::sync::watch::channel(false).0,
             progress: tokio::sync::watch::channel(()).0,
             listed: std::sync::Mutex::default(),
             starting_all: tokio::sync::OnceCell::new(),
-            source: config.source.clone(),
+            source,
             links: resources::Links::default(),
             list_grace: config.proxy.list_grace,
             grace_ends: std::sync::OnceLock::new(),
@@ -147,10 +146,9 @@ impl Downstreams {
             .get_or_init(|| async {
                 let servers = self.servers();
                 futures::future::join_all(servers.iter().map(|s| self.start_one(s))).await;
-                self.started.send_replace(true);
-                self.progress.send_replace(());
             })
             .await;
+        self.progress.send_replace(());
     }
 
     /// Starts the servers named `names` (those not running yet) concurrently, each
@@ -270,7 +268,7 @@ impl Downstreams {
 
     /// Whether the first start of every server has ended.
     pub fn is_started(&self) -> bool {
-        *self.started.borrow()
+        self.starting_all.initialized()
     }
 
     /// The current catalog.

@@ -66,7 +66,7 @@ pub struct Recalled {
 }
 
 impl Remembered {
-    /// Where `server` of the config read from `source` is remembered; `None` for a
+    /// Where `server` of the config read from `source` (its [`canonical`] path) is remembered; `None` for a
     /// built-in server, one that cannot start, or when there is no folder to remember in.
     pub fn place(source: &str, server: &ServerConfig) -> Option<Remembered> {
         // A server that cannot start (an unset variable) would only list what it lacks.
@@ -249,12 +249,18 @@ fn folder() -> Option<PathBuf> {
     Some(base.join("planmux").join("catalogs"))
 }
 
+/// The config file `source` names, as its canonical path (as written when it has none):
+/// the same file, however it was named, keeps the same lists. Found once per config, not
+/// per server.
+pub fn canonical(source: &str) -> String {
+    std::fs::canonicalize(source)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| source.to_owned())
+}
+
 /// What identifies a server's list (see the module's documentation), or `None` for a
 /// built-in server. No secret value goes in.
 fn identity(source: &str, server: &ServerConfig) -> Option<String> {
-    let source = std::fs::canonicalize(source)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| source.to_owned());
     let how = match &server.transport {
         Transport::Builtin { .. } => return None,
         Transport::Stdio {

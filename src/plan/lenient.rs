@@ -4,8 +4,8 @@
 //! `None`, tuples), as servers such as mcp-server-sqlite print them.
 //!
 //! Both are bounded: text longer than [`MAX_PARSED_TEXT_BYTES`] is not read, and a value
-//! nested deeper than [`MAX_PARSED_DEPTH`] is refused (the lenient parser recurses, so its
-//! nesting is counted before it runs).
+//! nested deeper than [`MAX_PARSED_DEPTH`] is refused (the lenient parser recurses, so the
+//! brackets its text opens are counted before it runs, [`MAX_OPEN_BRACKETS`]).
 
 use serde_json::Value;
 
@@ -43,7 +43,7 @@ pub fn lenient(text: &str) -> Result<Value, String> {
     if open_brackets(text) > MAX_OPEN_BRACKETS {
         return Err(too_deep());
     }
-    let json = from_python(text)?;
+    let json = from_python(text);
     match jsonc_parser::parse_to_serde_value(&json, &jsonc_parser::ParseOptions::default()) {
         Ok(Some(value)) if depth(&value) > MAX_PARSED_DEPTH => Err(too_deep()),
         Ok(Some(value)) => Ok(value),
@@ -97,14 +97,12 @@ fn too_deep() -> String {
     format!("it nests deeper than {MAX_PARSED_DEPTH} levels")
 }
 
-/// `text` with Python's words and tuples outside strings written as JSON, refused when it
-/// nests deeper than [`MAX_PARSED_DEPTH`].
-fn from_python(text: &str) -> Result<String, String> {
+/// `text` with Python's words and tuples outside strings written as JSON.
+fn from_python(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut quote: Option<char> = None;
     let mut escaped = false;
     let mut word = String::new();
-    let mut level = 0usize;
     let flush = |word: &mut String, out: &mut String| {
         out.push_str(match word.as_str() {
             "True" => "true",
@@ -130,16 +128,8 @@ fn from_python(text: &str) -> Result<String, String> {
             continue;
         }
         flush(&mut word, &mut out);
-        match c {
-            '"' | '\'' => quote = Some(c),
-            '[' | '{' | '(' => {
-                level += 1;
-                if level > MAX_PARSED_DEPTH {
-                    return Err(too_deep());
-                }
-            }
-            ']' | '}' | ')' => level = level.saturating_sub(1),
-            _ => {}
+        if c == '"' || c == '\'' {
+            quote = Some(c);
         }
         out.push(match c {
             '(' => '[',
@@ -148,7 +138,7 @@ fn from_python(text: &str) -> Result<String, String> {
         });
     }
     flush(&mut word, &mut out);
-    Ok(out)
+    out
 }
 
 /// How deeply `value` nests: 1 for a scalar, one more per array or object around it.

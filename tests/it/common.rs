@@ -212,6 +212,18 @@ impl Proxy {
         cmd
     }
 
+    /// The process id the `chaos__pid` tool of a chaos demo child reports (0 if none).
+    pub async fn chaos_pid(&self) -> anyhow::Result<i64> {
+        let result = self
+            .client
+            .call_tool(call("chaos__pid", serde_json::json!({})))
+            .await?;
+        Ok(result
+            .structured_content
+            .and_then(|v| v["pid"].as_i64())
+            .unwrap_or(0))
+    }
+
     /// Waits until planmux, started by [`start_logged`], has logged `text`.
     pub async fn logged(&self, text: &str) -> bool {
         logged(&self.dir.path().join(LOG), text).await

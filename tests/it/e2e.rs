@@ -250,13 +250,7 @@ fn a_cancelled_calls_id_is_free_again_and_its_late_answer_never_comes() -> R {
 #[tokio::test]
 async fn a_killed_downstream_fails_in_flight_calls_then_recovers() -> R {
     let proxy = start(&chaos_config("")).await?;
-    let pid = proxy
-        .client
-        .call_tool(call("chaos__pid", json!({})))
-        .await?
-        .structured_content
-        .and_then(|v| v["pid"].as_i64())
-        .unwrap_or(0);
+    let pid = proxy.chaos_pid().await?;
     assert!(pid > 0);
     let client = proxy.client.peer().clone();
     let in_flight = tokio::spawn(async move {

@@ -213,13 +213,7 @@ async fn the_run_record_is_a_resource() -> R {
 #[tokio::test]
 async fn a_downstream_killed_mid_plan_fails_its_steps_and_the_rest_finish() -> R {
     let proxy = start(&config("")).await?;
-    let pid = proxy
-        .client
-        .call_tool(call("chaos__pid", json!({})))
-        .await?
-        .structured_content
-        .and_then(|v| v["pid"].as_i64())
-        .unwrap_or(0);
+    let pid = proxy.chaos_pid().await?;
     let plan = json!({"steps": [
         {"id": "doomed", "tool": "chaos__sleep", "args": {"ms": 20000}},
         {"id": "after", "tool": "chaos__echo", "args": {"x": "$ref:doomed"}},
