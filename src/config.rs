@@ -190,12 +190,52 @@ pub enum Transport {
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        /// How planmux signs in to it (DESIGN §13).
+        sign_in: SignIn,
     },
     /// A demo server run in-process; `root` is the sandbox of the `files` demo.
     Builtin {
         kind: DemoKind,
         root: Option<PathBuf>,
     },
+}
+
+/// How planmux signs in to an HTTP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignIn {
+    /// Its `headers` set `Authorization`: sent as they are, never OAuth.
+    Header,
+    /// OAuth authorization code with PKCE when the server asks for it (a 401): the user
+    /// signs in with `planmux login`.
+    Browser(BrowserClient),
+    /// OAuth client credentials: planmux gets its own tokens, no user involved.
+    ClientCredentials {
+        client_id: String,
+        client_secret: Secret,
+        scopes: Vec<String>,
+    },
+}
+
+/// Who planmux is to the authorization server when a user signs in, in the order the
+/// MCP specification gives: a pre-registered client, else a client metadata document
+/// (where the server accepts one), else dynamic registration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrowserClient {
+    /// The scopes to ask for; empty: the server's challenge or metadata decides.
+    pub scopes: Vec<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<Secret>,
+    pub client_metadata_url: Option<String>,
+}
+
+/// A value that must not be shown: `Debug` prints `[secret]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[secret]")
+    }
 }
 
 /// One `[servers.NAME]` section, validated.
@@ -461,6 +501,7 @@ pub fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
+mod oauth;
 mod pipelines;
 mod read;
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod fnv;
 pub mod hosts;
 pub mod http;
 pub(crate) mod lock;
+pub mod oauth;
 pub(crate) mod pipelines;
 pub(crate) mod pipes;
 pub mod plan;

@@ -17,13 +17,30 @@ pub const COMMAND_FILTER: &str = "planmux=warn,rmcp=error";
 /// Installs the stderr subscriber with `default` unless `RUST_LOG` is set. Safe to call
 /// more than once (later calls do nothing).
 pub fn init(default: &str) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
+    let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(Redacting)
         .with_ansi(false)
         .with_target(false)
-        .try_init();
+        .finish()
+        .with(tracing_subscriber::filter::filter_fn(|meta| {
+            !secret_bearing(meta)
+        }));
+    let _ = subscriber.try_init();
+}
+
+/// Events no `RUST_LOG` may show: rmcp's OAuth code logs the authorization code and
+/// token responses at debug, and the OAuth library its requests at trace. Their info,
+/// warnings and errors say what happened without them.
+fn secret_bearing(meta: &tracing::Metadata<'_>) -> bool {
+    let target = meta.target();
+    let oauth = target.starts_with("rmcp::transport::auth")
+        || target.starts_with("rmcp::transport::common::auth")
+        || target.starts_with("oauth2");
+    oauth && *meta.level() > tracing::Level::INFO
 }
 
 /// Makes a [`Line`] per log event.

@@ -84,6 +84,23 @@ pub enum Command {
     /// tool whose definition changes (or a new tool of a locked server) is quarantined
     /// until the next `planmux lock`.
     Lock,
+    /// Sign in to a remote server (OAuth) in the browser; the tokens are kept for
+    /// `planmux serve` and renew themselves.
+    Login {
+        /// The server's name in servers.toml.
+        server: String,
+        /// Print the URL to open instead of opening the browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// How long to wait for the browser, in seconds.
+        #[arg(long, default_value_t = crate::oauth::login::DEFAULT_TIMEOUT.as_secs())]
+        timeout: u64,
+    },
+    /// Forget the sign-in to a remote server (its tokens).
+    Logout {
+        /// The server's name in servers.toml.
+        server: String,
+    },
     /// Turn a host's MCP servers into servers.toml (printed, or written with -o).
     Import {
         /// claude-desktop, claude-code, cursor, vscode, windsurf, or a JSON file with

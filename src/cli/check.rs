@@ -117,6 +117,16 @@ impl Found {
             self.failed(),
             self.statuses.len()
         ));
+        let sign_ins: Vec<String> = config
+            .enabled_servers()
+            .filter_map(|s| sign_in_line(&s.name, &s.transport))
+            .collect();
+        if !sign_ins.is_empty() {
+            report.out("\nsign-in (OAuth):");
+            for line in sign_ins {
+                report.out(format_args!("  {line}"));
+            }
+        }
         if !self.quarantined.is_empty() {
             report.out(
                 "\nquarantined by servers.lock (not listed, not callable; `planmux lock` accepts them):",
@@ -153,6 +163,46 @@ impl Found {
         }
         report.exit(self.exit_code())
     }
+}
+
+/// One OAuth server's sign-in as kept, for a person: signed in (until when, with which
+/// scopes, from which issuer), not signed in, or signed out and why; `None` for a server
+/// without OAuth. No token is shown.
+fn sign_in_line(name: &str, transport: &crate::config::Transport) -> Option<String> {
+    use crate::oauth::Status;
+    let status = match crate::oauth::status(name, transport) {
+        Ok(status) => status?,
+        Err(e) => return Some(format!("{name}  cannot read its sign-in: {e}")),
+    };
+    let line = match status {
+        Status::Header => return None,
+        Status::ClientCredentials => "client credentials (signs in by itself)".to_owned(),
+        Status::NotSignedIn => format!("not signed in: if it asks, run `planmux login {name}`"),
+        Status::SignedOut { why } => {
+            format!("NEEDS LOGIN: {why}: run `planmux login {name}`")
+        }
+        Status::SignedIn {
+            expires_in,
+            renewable,
+            scopes,
+            issuer,
+        } => {
+            let lasting = match expires_in {
+                Some(left) if left.is_zero() => "access token expired".to_owned(),
+                Some(left) => format!("access token for {} min more", left.as_secs().div_ceil(60)),
+                None => "access token without an expiry".to_owned(),
+            };
+            let renews = if renewable { ", renews itself" } else { "" };
+            let scopes = if scopes.is_empty() {
+                String::new()
+            } else {
+                format!("; scopes {}", scopes.join(" "))
+            };
+            let issuer = issuer.map(|i| format!("; issuer {i}")).unwrap_or_default();
+            format!("signed in ({lasting}{renews}{scopes}{issuer})")
+        }
+    };
+    Some(format!("{name}  {line}"))
 }
 
 #[cfg(test)]

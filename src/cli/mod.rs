@@ -22,6 +22,7 @@ pub mod demo;
 pub mod import;
 pub mod install;
 pub mod lock;
+pub mod login;
 mod report;
 pub mod run;
 pub mod schema;
@@ -134,6 +135,18 @@ async fn with_config(config: &Config, command: Command, signal: Signal) -> Repor
         Command::Tools => tools::tools(config).await,
         Command::Check => check::check(config).await,
         Command::Lock => lock::lock(config).await,
+        Command::Login {
+            server,
+            no_browser,
+            timeout,
+        } => {
+            let options = crate::oauth::login::Options {
+                open_browser: !no_browser,
+                timeout: std::time::Duration::from_secs(timeout),
+            };
+            login::login(config, &server, &options).await
+        }
+        Command::Logout { server } => login::logout(config, &server),
         // Run above, before the config.
         Command::Demo { .. }
         | Command::Import { .. }

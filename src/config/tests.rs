@@ -235,7 +235,12 @@ enabled = false
     assert!(files.keeps("write_file"));
     assert!(!files.keeps("read_secret_key"));
     assert!(!files.keeps("delete_file"));
-    let Transport::Http { url, headers } = &config.servers[1].transport else {
+    let Transport::Http {
+        url,
+        headers,
+        sign_in,
+    } = &config.servers[1].transport
+    else {
         panic!("remote should be http");
     };
     assert_eq!(url, "https://example.com/mcp");
@@ -243,6 +248,7 @@ enabled = false
         headers.get("Authorization").map(String::as_str),
         Some("Bearer s3cret")
     );
+    assert_eq!(sign_in, &crate::config::SignIn::Header);
     assert_eq!(config.servers[1].call_timeout, Duration::from_millis(5));
     assert!(!config.servers[2].enabled);
     assert_eq!(config.enabled_servers().count(), 2);

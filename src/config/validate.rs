@@ -254,7 +254,12 @@ impl<'a> Cx<'a> {
                 if complete {
                     self.check_url(s, &url, &headers);
                 }
-                Transport::Http { url, headers }
+                let sign_in = self.sign_in(s, w, &headers);
+                Transport::Http {
+                    url,
+                    headers,
+                    sign_in,
+                }
             }
             (None, None, Some(Choice(kind))) => Transport::Builtin { kind, root: cwd },
             (None, None, None) => {
@@ -273,11 +278,25 @@ impl<'a> Cx<'a> {
             ("env_inherit", w.env_inherit.is_some()),
             ("cwd", w.cwd.is_some()),
             ("headers", w.headers.is_some()),
+            ("scopes", w.scopes.is_some()),
+            ("client_id", w.client_id.is_some()),
+            ("client_secret", w.client_secret.is_some()),
+            ("client_metadata_url", w.client_metadata_url.is_some()),
+            ("oauth", w.oauth.is_some()),
         ];
-        let wrong: &[&str] = match transport {
-            Transport::Stdio { .. } => &["headers"],
-            Transport::Http { .. } => &["args", "env", "env_inherit", "cwd"],
-            Transport::Builtin { .. } => &["args", "env", "env_inherit", "headers"],
+        const SIGN_IN: [&str; 5] = [
+            "scopes",
+            "client_id",
+            "client_secret",
+            "client_metadata_url",
+            "oauth",
+        ];
+        let wrong: Vec<&str> = match transport {
+            Transport::Stdio { .. } => [&["headers"][..], &SIGN_IN].concat(),
+            Transport::Http { .. } => vec!["args", "env", "env_inherit", "cwd"],
+            Transport::Builtin { .. } => {
+                [&["args", "env", "env_inherit", "headers"][..], &SIGN_IN].concat()
+            }
         };
         for (key, _) in set.iter().filter(|(key, set)| *set && wrong.contains(key)) {
             self.key_error(s, key, "does not apply to this kind of server");
@@ -373,7 +392,7 @@ impl<'a> Cx<'a> {
     }
 
     /// `raw` with `${VAR}` expanded, or `None` once the problem is reported.
-    fn expanded(&self, s: &str, key: &str, raw: &str) -> Option<String> {
+    pub(super) fn expanded(&self, s: &str, key: &str, raw: &str) -> Option<String> {
         self.expand(s, key, raw).map(|(text, _)| text)
     }
 
@@ -401,7 +420,7 @@ impl<'a> Cx<'a> {
     }
 
     /// The strings that expand.
-    fn strings(&self, s: &str, key: &str, items: Option<&Texts>) -> Vec<String> {
+    pub(super) fn strings(&self, s: &str, key: &str, items: Option<&Texts>) -> Vec<String> {
         let items = items.map_or(&[][..], |items| &items.0);
         items
             .iter()

@@ -113,8 +113,22 @@ pub(super) struct Server {
     pub(super) cwd: Option<Text>,
     /// A streamable-HTTP server's URL.
     pub(super) url: Option<Text>,
-    /// Headers sent to an HTTP server.
+    /// Headers sent to an HTTP server. With an `Authorization` header planmux never
+    /// signs in with OAuth.
     pub(super) headers: Option<Ordered<Text>>,
+    /// OAuth: the scopes to ask for when signing in (else the server's challenge or its
+    /// metadata says).
+    pub(super) scopes: Option<Texts>,
+    /// OAuth: a client registered with the server's authorization server beforehand
+    /// (else its client metadata document, else dynamic registration).
+    pub(super) client_id: Option<Text>,
+    /// OAuth: the pre-registered client's secret, for a confidential client (`${VAR}`).
+    pub(super) client_secret: Option<Text>,
+    /// OAuth: the HTTPS URL of this client's metadata document (CIMD), its client id
+    /// where the authorization server accepts one.
+    pub(super) client_metadata_url: Option<Text>,
+    /// OAuth without a browser: `{ client_credentials = { client_id, client_secret } }`.
+    pub(super) oauth: Option<OAuth>,
     /// A demo server built into planmux.
     pub(super) builtin: Option<Choice<DemoKind>>,
     /// Globs on the server's tool names: only these are exported.
@@ -135,6 +149,25 @@ pub(super) struct Server {
     pub(super) trust_annotations: Option<Flag>,
     /// false: export its tools and prompts under their own names.
     pub(super) namespace: Option<Flag>,
+}
+
+/// `oauth = { … }` of an HTTP server.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OAuth {
+    /// Machine to machine (OAuth client credentials): planmux gets its own tokens, with no
+    /// browser and no `planmux login`.
+    pub(super) client_credentials: ClientCredentials,
+}
+
+/// A client of the authorization server with its own secret.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClientCredentials {
+    /// The client's id (`${VAR}` expands).
+    pub(super) client_id: Text,
+    /// The client's secret (`${VAR}`: keep it out of the file).
+    pub(super) client_secret: Text,
 }
 
 /// A saved plan listed as the tool named after it.

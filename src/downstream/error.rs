@@ -63,6 +63,12 @@ pub enum DownstreamError {
     /// The server answered with something that is not valid here.
     #[error("server '{server}' broke the protocol: {message}")]
     Protocol { server: String, message: String },
+    /// The server needs the user to sign in (OAuth) before it answers.
+    #[error("{}", crate::oauth::sign_in_message(server, signed_out))]
+    NeedsSignIn {
+        server: String,
+        signed_out: crate::oauth::SignedOut,
+    },
     /// planmux is shutting down.
     #[error("server '{server}' is shut down")]
     Closed { server: String },

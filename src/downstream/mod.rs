@@ -295,6 +295,10 @@ impl Downstreams {
                 let (ready, error) = match s.state() {
                     State::Ready(_) => (true, None),
                     State::Failed { error, .. } => (false, Some(error)),
+                    State::SignedOut { signed_out, .. } => (
+                        false,
+                        Some(crate::oauth::sign_in_message(&s.config.name, &signed_out)),
+                    ),
                     State::Starting => (false, Some("not started".into())),
                     State::Closed => (false, Some("closed".into())),
                 };
@@ -340,6 +344,12 @@ impl Downstreams {
             }
             let reason = match s.state() {
                 State::Failed { error, .. } => error,
+                State::SignedOut { signed_out, .. } => {
+                    return Some(DownstreamError::NeedsSignIn {
+                        server: s.config.name.clone(),
+                        signed_out,
+                    });
+                }
                 State::Starting => "it is still starting; try again in a moment".into(),
                 State::Closed => "it is shut down".into(),
                 State::Ready(_) => return None,

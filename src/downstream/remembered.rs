@@ -275,7 +275,7 @@ fn identity(source: &str, server: &ServerConfig) -> Option<String> {
             "cwd": cwd,
             "env": env.keys().collect::<Vec<_>>(),
         }),
-        Transport::Http { url, headers } => serde_json::json!({
+        Transport::Http { url, headers, .. } => serde_json::json!({
             "url": crate::text::redact_urls(url),
             "headers": headers.keys().collect::<Vec<_>>(),
         }),

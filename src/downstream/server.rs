@@ -48,6 +48,12 @@ pub enum State {
         failures: u32,
         retry_at: Instant,
     },
+    /// Not connected: it needs the user to sign in (OAuth). Calls fail at once saying
+    /// so; a new sign-in (its store changes, `stamp`) lets the next call connect.
+    SignedOut {
+        signed_out: crate::oauth::SignedOut,
+        stamp: Option<std::time::SystemTime>,
+    },
     /// Shut down for good.
     Closed,
 }
@@ -83,6 +89,8 @@ pub struct Server {
     host: Arc<HostLink>,
     changes: Arc<Changes>,
     tracker: TaskTracker,
+    /// Whether its OAuth sign-in works, as its connection last found it.
+    standing: Arc<crate::oauth::Standing>,
 }
 
 impl Server {
@@ -107,6 +115,7 @@ impl Server {
             host,
             changes,
             tracker,
+            standing: Arc::default(),
         }
     }
 
@@ -203,6 +212,12 @@ impl Server {
                 reason: error,
                 retry_in: retry_at.saturating_duration_since(Instant::now()),
             }),
+            State::SignedOut { signed_out, stamp } if stamp == self.sign_in_stamp() => {
+                Err(DownstreamError::NeedsSignIn {
+                    server: self.config.name.clone(),
+                    signed_out,
+                })
+            }
             _ => Ok(None),
         }
     }
@@ -242,6 +257,19 @@ impl Server {
                 }
                 Ok(live)
             }
+            Err(_) if let Some(signed_out) = self.standing.signed_out() => {
+                // No retries until the user signs in: the same request would be refused
+                // the same way. Its tools stay listed.
+                tracing::warn!(server = %name, reason = %signed_out.why, "needs a sign-in: planmux login {name}");
+                self.transition(State::SignedOut {
+                    signed_out: signed_out.clone(),
+                    stamp: self.sign_in_stamp(),
+                });
+                Err(DownstreamError::NeedsSignIn {
+                    server: name.clone(),
+                    signed_out,
+                })
+            }
             Err(error) => {
                 let error = crate::text::redact_urls(&error);
                 let failures = match previous {
@@ -279,6 +307,7 @@ impl Server {
             relay,
             routes.clone(),
             self.fields.clone(),
+            &self.standing,
             &self.tracker,
         )
         .await?;
@@ -349,11 +378,32 @@ impl Server {
         Ok(())
     }
 
+    /// When its sign-in record last changed (`None`: no OAuth sign-in, or none kept).
+    fn sign_in_stamp(&self) -> Option<std::time::SystemTime> {
+        match &self.config.transport {
+            crate::config::Transport::Http { url, .. } => {
+                crate::oauth::store::Store::new(&self.config.name, url)
+                    .ok()?
+                    .stamp()
+            }
+            _ => None,
+        }
+    }
+
     /// Records that the current connection died.
     pub(crate) fn mark_dead(&self, live: &Arc<Live>, reason: String) {
         let reason = crate::text::redact_urls(&reason);
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let State::Ready(current) = &*state
+            && Arc::ptr_eq(current, live)
+            && let Some(signed_out) = self.standing.signed_out()
+        {
+            tracing::warn!(server = %self.config.name, reason = %signed_out.why, "the sign-in stopped working: planmux login {}", self.config.name);
+            *state = State::SignedOut {
+                signed_out,
+                stamp: self.sign_in_stamp(),
+            };
+        } else if let State::Ready(current) = &*state
             && Arc::ptr_eq(current, live)
         {
             tracing::warn!(server = %self.config.name, reason = %reason, "downstream exited; it restarts at the next call");
@@ -543,6 +593,12 @@ impl Server {
 
     /// The error for a call whose connection ended, once the watcher recorded why.
     fn exit_error(&self, error: &ServiceError) -> DownstreamError {
+        if let Some(signed_out) = self.standing.signed_out() {
+            return DownstreamError::NeedsSignIn {
+                server: self.config.name.clone(),
+                signed_out,
+            };
+        }
         // Libraries quote the URL they failed on: what reaches the host and the model
         // has its user info and query hidden, as the log has.
         let detail = match self.state() {

@@ -23,7 +23,7 @@ use super::calls::CallTable;
 use super::fields::ToolFields;
 use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
-use crate::config::{ServerConfig, Transport};
+use crate::config::{ServerConfig, SignIn, Transport};
 use crate::wire::LineTransport;
 
 /// How many of a child's last stderr lines are kept to explain why it failed.
@@ -147,6 +147,7 @@ pub(crate) async fn connect(
     relay: Relay,
     routes: Arc<ProgressRoutes>,
     fields: Arc<ToolFields>,
+    standing: &Arc<crate::oauth::Standing>,
     tracker: &TaskTracker,
 ) -> Result<Connected, String> {
     if let Some(reason) = config.cannot_start() {
@@ -240,7 +241,11 @@ pub(crate) async fn connect(
                 }
             }
         }
-        Transport::Http { url, headers } => {
+        Transport::Http {
+            url,
+            headers,
+            sign_in,
+        } => {
             let shown = crate::text::redact_url(url);
             let mut map = HashMap::new();
             for (name, value) in headers {
@@ -256,16 +261,34 @@ pub(crate) async fn connect(
             let _ = rustls::crypto::ring::default_provider().install_default();
             let transport_config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
-            let transport =
-                rmcp::transport::StreamableHttpClientTransport::from_config(transport_config);
-            let service = relay
-                .serve(ProgressTap::new(transport, routes, router.clone()))
-                .await
-                .map_err(|e| {
-                    // rmcp's errors may quote the URL: never its credentials.
-                    let detail = crate::text::redact_urls(&e.to_string());
-                    format!("cannot connect to {shown}: {detail}")
-                })?;
+            let served = match sign_in {
+                SignIn::Header => {
+                    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+                        transport_config,
+                    );
+                    relay
+                        .serve(ProgressTap::new(transport, routes, router.clone()))
+                        .await
+                }
+                // OAuth: the client carries the sign-in, and notes in `standing` when the
+                // server asks for one the user must give.
+                _ => {
+                    let client =
+                        crate::oauth::client(&config.name, url, sign_in, standing.clone()).await?;
+                    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                        client,
+                        transport_config,
+                    );
+                    relay
+                        .serve(ProgressTap::new(transport, routes, router.clone()))
+                        .await
+                }
+            };
+            let service = served.map_err(|e| {
+                // rmcp's errors may quote the URL: never its credentials.
+                let detail = crate::text::redact_urls(&e.to_string());
+                format!("cannot connect to {shown}: {detail}")
+            })?;
             Ok(Connected {
                 service,
                 child: None,

@@ -1,0 +1,465 @@
+//! `planmux login`: a user signs in to one server in a browser. planmux asks the server
+//! (an unauthenticated `initialize`) for its challenge, discovers its authorization server
+//! (rmcp: RFC 9728 and RFC 8414 / OIDC), picks who it is to that server (the configured
+//! client, its client metadata document, a registration it made before for the same
+//! redirect URI and issuer, else a new dynamic registration), listens on a loopback port
+//! for the redirect, opens the browser (`$BROWSER`, else `xdg-open` / `open`) or prints the
+//! URL, and trades the code for tokens (rmcp: PKCE, `resource`, `iss` checked). The tokens
+//! go to the server's store; nothing secret is printed.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use super::client::manager;
+use super::store::{Registration, Store};
+use crate::config::{BrowserClient, ServerConfig, SignIn, Transport};
+
+/// How long `planmux login` waits for the browser by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long the server's first answer (its challenge) may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a browser opener may run once the sign-in is over before it is stopped.
+const OPENER_GRACE: Duration = Duration::from_secs(5);
+
+/// What the user asked of `planmux login`.
+pub struct Options {
+    /// Open the browser (else only print the URL).
+    pub open_browser: bool,
+    /// How long to wait for the browser.
+    pub timeout: Duration,
+}
+
+/// A finished sign-in, for the user.
+pub struct SignedIn {
+    pub issuer: Option<String>,
+    pub scopes: Vec<String>,
+}
+
+/// Signs in to `server`. `say` shows the user a line (the URL to open).
+pub async fn login(
+    server: &ServerConfig,
+    options: &Options,
+    say: &mut dyn FnMut(&str),
+) -> Result<SignedIn, String> {
+    let name = &server.name;
+    let (url, configured) = match &server.transport {
+        Transport::Http {
+            url,
+            sign_in: SignIn::Browser(client),
+            ..
+        } => (url, client),
+        Transport::Http {
+            sign_in: SignIn::Header,
+            ..
+        } => {
+            return Err(format!(
+                "server '{name}' signs in with its Authorization header (servers.toml), not OAuth"
+            ));
+        }
+        Transport::Http {
+            sign_in: SignIn::ClientCredentials { .. },
+            ..
+        } => {
+            return Err(format!(
+                "server '{name}' signs in by itself with client credentials: there is nothing to log in to"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "server '{name}' is not a remote (url) server: it needs no sign-in"
+            ));
+        }
+    };
+    let store = Store::new(name, url)?;
+    let record = store.read()?;
+    // The server's challenge now, else the last one it gave a running planmux (some
+    // servers let `initialize` through and challenge later calls).
+    let challenge = probe(url).await?.or(record.challenge.clone());
+    let mut manager = manager(url).await.map_err(|e| e.to_string())?;
+    manager.set_credential_store(store.clone());
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+        .map_err(|e| format!("cannot find its authorization server: {e}"))?;
+    let metadata = resolution.metadata;
+    let issuer = metadata.issuer.clone();
+    let cimd = metadata
+        .additional_fields
+        .get("client_id_metadata_document_supported")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    manager.set_metadata(metadata);
+
+    // The redirect URI: the one a kept registration was made for, when its port is free.
+    let kept = record
+        .registration
+        .clone()
+        .filter(|r| r.issuer == issuer && configured.client_id.is_none());
+    let listener = listen(kept.as_ref().and_then(|r| port_of(&r.redirect_uri))).await?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let kept = kept.filter(|r| r.redirect_uri == redirect_uri);
+
+    // A step-up asks for what was granted and what the server wants more.
+    let granted = match &record.credentials {
+        Some(credentials) if !record.wanted_scopes.is_empty() => credentials.granted_scopes.clone(),
+        _ => Vec::new(),
+    };
+    let mut scopes = configured.scopes.clone();
+    for scope in granted.iter().chain(&record.wanted_scopes) {
+        if !scopes.contains(scope) {
+            scopes.push(scope.clone());
+        }
+    }
+    if scopes.is_empty() {
+        scopes = manager.select_initial_scopes(&[]).await;
+    }
+    let mut request = AuthorizationRequest::new(&redirect_uri)
+        .with_client_name("planmux")
+        .with_application_type("native")
+        .with_scopes(scopes.clone());
+    let mut registered = None;
+    match identity(configured, kept, cimd) {
+        Identity::Configured { client_id, secret } | Identity::Kept { client_id, secret } => {
+            request = request.with_preregistered_client(client_id);
+            if let Some(secret) = secret {
+                request = request.with_client_secret(secret);
+            }
+        }
+        Identity::Metadata(url) => request = request.with_client_metadata_url(url),
+        Identity::Register => {
+            let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+            let config = manager
+                .register_client("planmux", &redirect_uri, &scope_refs)
+                .await
+                .map_err(|e| format!("cannot register planmux with its authorization server: {e} (set client_id in servers.toml if it has a client for you)"))?;
+            request = request.with_preregistered_client(&config.client_id);
+            if let Some(secret) = &config.client_secret {
+                request = request.with_client_secret(secret);
+            }
+            registered = Some(Registration {
+                client_id: config.client_id,
+                client_secret: config.client_secret,
+                redirect_uri: redirect_uri.clone(),
+                issuer: issuer.clone(),
+            });
+        }
+    }
+    if let Some(registration) = &registered {
+        let registration = registration.clone();
+        store.update(|record| record.registration = Some(registration))?;
+    }
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, e)| format!("cannot start the sign-in: {e}"))?;
+    let auth_url = session.get_authorization_url().to_owned();
+    let state = query_value(&auth_url, "state").unwrap_or_default();
+
+    say(&format!("To sign in to '{name}', open:\n  {auth_url}"));
+    let mut opener = if options.open_browser {
+        open(&auth_url, say)
+    } else {
+        None
+    };
+    let outcome = tokio::time::timeout(
+        options.timeout,
+        receive(listener, &state, |callback| {
+            let session = &session;
+            async move {
+                session
+                    .handle_callback_url(&callback)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        }),
+    )
+    .await;
+    if let Some(child) = opener.as_mut()
+        && tokio::time::timeout(OPENER_GRACE, child.wait())
+            .await
+            .is_err()
+    {
+        let _ = child.kill().await;
+    }
+    match outcome {
+        Err(_) => Err(format!(
+            "no sign-in arrived within {} s: run `planmux login {name}` again",
+            options.timeout.as_secs()
+        )),
+        Ok(Err(e)) => Err(format!("sign-in to '{name}' failed: {e}")),
+        Ok(Ok(())) => {
+            store.update(|record| record.wanted_scopes.clear())?;
+            let record = store.read()?;
+            let credentials = record.credentials.unwrap_or_else(|| {
+                rmcp::transport::auth::StoredCredentials::new(String::new(), None, vec![], None)
+            });
+            Ok(SignedIn {
+                issuer: credentials.issuer,
+                scopes: credentials.granted_scopes,
+            })
+        }
+    }
+}
+
+/// Who planmux is to the authorization server, in the specification's order.
+enum Identity {
+    Configured {
+        client_id: String,
+        secret: Option<String>,
+    },
+    Metadata(String),
+    Kept {
+        client_id: String,
+        secret: Option<String>,
+    },
+    Register,
+}
+
+fn identity(configured: &BrowserClient, kept: Option<Registration>, cimd: bool) -> Identity {
+    if let Some(client_id) = &configured.client_id {
+        return Identity::Configured {
+            client_id: client_id.clone(),
+            secret: configured.client_secret.as_ref().map(|s| s.0.clone()),
+        };
+    }
+    if let Some(url) = configured.client_metadata_url.as_ref().filter(|_| cimd) {
+        return Identity::Metadata(url.clone());
+    }
+    match kept {
+        Some(registration) => Identity::Kept {
+            client_id: registration.client_id,
+            secret: registration.client_secret,
+        },
+        None => Identity::Register,
+    }
+}
+
+/// The server's `WWW-Authenticate` challenge to an unauthenticated `initialize`; `None`
+/// when it answers without one.
+async fn probe(url: &str) -> Result<Option<String>, String> {
+    let client = reqwest::Client::builder()
+        .timeout(PROBE_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "planmux", "version": env!("CARGO_PKG_VERSION")}}
+    });
+    let response = client
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .map_err(|e| {
+            let shown = crate::text::redact_url(url);
+            format!(
+                "cannot reach {shown}: {}",
+                crate::text::redact_urls(&e.to_string())
+            )
+        })?;
+    let status = response.status();
+    if status == StatusCode::UNAUTHORIZED {
+        return Ok(response
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned));
+    }
+    if status.is_success() {
+        return Ok(None);
+    }
+    Err(format!(
+        "it answered initialize with HTTP {status}, not a sign-in challenge (401)"
+    ))
+}
+
+/// A loopback listener on `port` when it is free, else on any free port.
+async fn listen(port: Option<u16>) -> Result<TcpListener, String> {
+    if let Some(port) = port
+        && let Ok(listener) = TcpListener::bind(("127.0.0.1", port)).await
+    {
+        return Ok(listener);
+    }
+    TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| format!("cannot listen on a loopback port for the sign-in: {e}"))
+}
+
+fn port_of(redirect_uri: &str) -> Option<u16> {
+    url::Url::parse(redirect_uri).ok()?.port()
+}
+
+fn query_value(url: &str, key: &str) -> Option<String> {
+    let url = url::Url::parse(url).ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Opens `url` in the user's browser: `$BROWSER`, else the system's opener. Failing
+/// that, the printed URL is the way.
+fn open(url: &str, say: &mut dyn FnMut(&str)) -> Option<tokio::process::Child> {
+    let opener = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| {
+            if cfg!(target_os = "macos") {
+                "open".into()
+            } else {
+                "xdg-open".into()
+            }
+        });
+    let mut words = opener.split_whitespace();
+    let program = words.next()?;
+    match tokio::process::Command::new(program)
+        .args(words)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(child) => Some(child),
+        Err(e) => {
+            say(&format!(
+                "(could not open a browser with '{program}': {e}; open the URL above yourself)"
+            ));
+            None
+        }
+    }
+}
+
+/// A redirect to the loopback listener, and where its page goes.
+type Arrival = (String, oneshot::Sender<Result<(), String>>);
+
+/// Serves the loopback listener until a redirect for this sign-in (`state`) is
+/// `finish`ed: its outcome, shown in the browser too. Other requests get a 404; a
+/// redirect for another state is told so and waited past.
+async fn receive<F, Fut>(listener: TcpListener, state: &str, finish: F) -> Result<(), String>
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let (arrivals, mut arrived) = mpsc::channel::<Arrival>(4);
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let connections = tokio_util::task::TaskTracker::new();
+    let accepting = {
+        let connections = connections.clone();
+        async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let arrivals = arrivals.clone();
+                connections.spawn(async move {
+                    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                        let arrivals = arrivals.clone();
+                        async move { Ok::<_, Infallible>(page(request, port, &arrivals).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        }
+    };
+    let waiting = async {
+        while let Some((callback, reply)) = arrived.recv().await {
+            if query_value(&callback, "state").as_deref() != Some(state) {
+                let _ = reply.send(Err(
+                    "this page is not for the sign-in planmux is waiting for".into(),
+                ));
+                continue;
+            }
+            if let Some(error) = query_value(&callback, "error") {
+                let description = query_value(&callback, "error_description").unwrap_or_default();
+                let message = format!("the authorization server said {error} {description}");
+                let _ = reply.send(Err(message.clone()));
+                return Err(message.trim().to_owned());
+            }
+            let outcome = finish(callback).await;
+            let _ = reply.send(outcome.clone());
+            return outcome;
+        }
+        Err("the loopback listener stopped".into())
+    };
+    let outcome = tokio::select! {
+        outcome = waiting => outcome,
+        () = accepting => Err("the loopback listener stopped".into()),
+    };
+    connections.close();
+    // Let the browser receive its page.
+    let _ = tokio::time::timeout(Duration::from_secs(2), connections.wait()).await;
+    outcome
+}
+
+/// The answer to one request on the loopback listener.
+async fn page(
+    request: Request<Incoming>,
+    port: u16,
+    arrivals: &mpsc::Sender<Arrival>,
+) -> Response<Full<Bytes>> {
+    if request.uri().path() != "/callback" {
+        return html(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "This is planmux's sign-in listener.",
+        );
+    }
+    let callback = format!("http://127.0.0.1:{port}{}", request.uri());
+    let (reply, outcome) = oneshot::channel();
+    if arrivals.send((callback, reply)).await.is_err() {
+        return html(
+            StatusCode::GONE,
+            "Sign-in is over",
+            "planmux is no longer waiting for this sign-in.",
+        );
+    }
+    match outcome.await {
+        Ok(Ok(())) => html(
+            StatusCode::OK,
+            "Signed in",
+            "planmux is signed in. You can close this tab and go back to your terminal.",
+        ),
+        Ok(Err(e)) => html(StatusCode::BAD_REQUEST, "Sign-in failed", &e),
+        Err(_) => html(
+            StatusCode::GONE,
+            "Sign-in is over",
+            "planmux stopped waiting.",
+        ),
+    }
+}
+
+fn html(status: StatusCode, title: &str, text: &str) -> Response<Full<Bytes>> {
+    let escape = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><title>planmux: {0}</title>\
+         <body style=\"font-family:sans-serif;margin:3em\"><h1>{0}</h1><p>{1}</p>",
+        escape(title),
+        escape(text)
+    );
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    response
+}
