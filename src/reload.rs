@@ -4,7 +4,8 @@
 //! for the next decision, and hosts get `list_changed`. An invalid file is refused with
 //! its error logged, and the running config stays. The other sections (`[proxy]`,
 //! `[http]`, pipelines) need a restart, which the log says; only a server restarted by
-//! the reload that takes its limits from `[proxy]` starts with the new ones.
+//! the reload that takes its limits from `[proxy]` starts with the new ones. The same poll
+//! notices a sign-in made since a server asked for one (`planmux login`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,6 +45,8 @@ pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: Cancella
             () = stop.cancelled() => return,
             () = signalled => "SIGHUP",
             () = tokio::time::sleep(POLL) => {
+                // A sign-in made meanwhile (`planmux login`) is looked for on the same poll.
+                downstreams.reconnect_signed_in();
                 let now = stamp();
                 if now == seen {
                     continue;

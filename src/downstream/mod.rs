@@ -287,6 +287,21 @@ impl Downstreams {
             .clone()
     }
 
+    /// Reconnects, in the background, each server that waited for a sign-in made since
+    /// (`planmux login` in another process): the host gets its tools without a call first.
+    pub fn reconnect_signed_in(&self) {
+        for server in self.servers().iter().filter(|s| s.signed_in_since()) {
+            let server = server.clone();
+            self.tracker.spawn(async move {
+                let name = server.config.name.clone();
+                match server.relist().await {
+                    Ok(()) => tracing::info!(server = %name, "signed in: connected again"),
+                    Err(error) => tracing::warn!(server = %name, %error, "signed in, but it failed to connect"),
+                }
+            });
+        }
+    }
+
     /// Status of every server, for `planmux check`.
     pub fn statuses(&self) -> Vec<ServerStatus> {
         self.servers()

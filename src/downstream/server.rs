@@ -378,6 +378,24 @@ impl Server {
         Ok(())
     }
 
+    /// Whether it waits for a sign-in that has since been made (its store changed): if
+    /// so it is marked for a restart at once, so that only one caller reconnects it.
+    pub(crate) fn signed_in_since(&self) -> bool {
+        let stamp = self.sign_in_stamp();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*state {
+            State::SignedOut { stamp: seen, .. } if *seen != stamp => {
+                *state = State::Failed {
+                    error: "signing in again".into(),
+                    failures: 0,
+                    retry_at: Instant::now(),
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// When its sign-in record last changed (`None`: no OAuth sign-in, or none kept).
     fn sign_in_stamp(&self) -> Option<std::time::SystemTime> {
         match &self.config.transport {
