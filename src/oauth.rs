@@ -47,7 +47,7 @@ pub async fn client(
             };
             let manager = client_credentials(url, &config)
                 .await
-                .map_err(|e| format!("cannot get a client-credentials token: {e}"))?;
+                .map_err(|e| format!("cannot get a client-credentials token: {}", reason(&e)))?;
             Ok(SignedInClient {
                 inner: AuthClient::new(http, manager),
                 standing,
@@ -86,7 +86,12 @@ pub async fn client(
                         }));
                         return Err(why.into());
                     }
-                    Err(e) => return Err(format!("cannot reach its authorization server: {e}")),
+                    Err(e) => {
+                        return Err(format!(
+                            "cannot reach its authorization server: {}",
+                            reason(&e)
+                        ));
+                    }
                 }
                 // A confidential client refreshes with its secret.
                 let client_id = record
@@ -201,6 +206,22 @@ fn expires_in(token: &OAuthTokenResponse, received_at: Option<u64>) -> Option<Du
     Some(lifetime.saturating_sub(Duration::from_secs(elapsed)))
 }
 
+/// An OAuth error with its causes (rmcp's discovery error names the URL; its source says
+/// what was wrong there: a body too large, a redirect refused), URLs redacted.
+pub(crate) fn reason(error: &AuthError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    crate::text::redact_urls(&text)
+}
+
 /// The message a call to a server that needs a sign-in answers.
 pub fn sign_in_message(server: &str, signed_out: &SignedOut) -> String {
     let again = if signed_out.again { " again" } else { "" };
@@ -209,3 +230,6 @@ pub fn sign_in_message(server: &str, signed_out: &SignedOut) -> String {
         signed_out.why
     )
 }
+
+#[cfg(test)]
+mod tests;

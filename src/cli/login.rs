@@ -33,7 +33,8 @@ pub async fn login(config: &Config, server: &str, options: &Options) -> Report {
                 "signed in to '{server}' (issuer {issuer}; scopes: {scopes}); a running planmux uses it at its next call"
             ));
         }
-        Err(e) => report.fail_message(&e),
+        Err(e) if e.contains(&format!("'{server}'")) => report.fail_message(&e),
+        Err(e) => report.fail_message(&format!("cannot sign in to '{server}': {e}")),
     }
     report
 }

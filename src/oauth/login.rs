@@ -50,6 +50,20 @@ pub async fn login(
     options: &Options,
     say: &mut dyn FnMut(&str),
 ) -> Result<SignedIn, String> {
+    // reqwest (rustls without a provider of its own, Cargo.toml) panics when it builds a
+    // client before the process has a crypto provider, even for http://: `planmux login`
+    // builds its clients before any server transport installs one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    login_into(server, None, options, say).await
+}
+
+/// [`login`], keeping the sign-in in `folder` instead of the data folder (tests).
+pub(super) async fn login_into(
+    server: &ServerConfig,
+    folder: Option<&std::path::Path>,
+    options: &Options,
+    say: &mut dyn FnMut(&str),
+) -> Result<SignedIn, String> {
     let name = &server.name;
     let (url, configured) = match &server.transport {
         Transport::Http {
@@ -79,7 +93,10 @@ pub async fn login(
             ));
         }
     };
-    let store = Store::new(name, url)?;
+    let store = match folder {
+        Some(folder) => Store::in_folder(folder, name, url),
+        None => Store::new(name, url)?,
+    };
     let record = store.read()?;
     // The server's challenge now, else the last one it gave a running planmux (some
     // servers let `initialize` through and challenge later calls).
@@ -89,7 +106,12 @@ pub async fn login(
     let resolution = manager
         .resolve_metadata_from_challenge(challenge.as_deref())
         .await
-        .map_err(|e| format!("cannot find its authorization server: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "cannot find its authorization server: {}",
+                super::reason(&e)
+            )
+        })?;
     let metadata = resolution.metadata;
     let issuer = metadata.issuer.clone();
     let cimd = metadata
@@ -141,7 +163,18 @@ pub async fn login(
             let config = manager
                 .register_client("planmux", &redirect_uri, &scope_refs)
                 .await
-                .map_err(|e| format!("cannot register planmux with its authorization server: {e} (set client_id in servers.toml if it has a client for you)"))?;
+                .map_err(|e| {
+                    let hint = match e {
+                        rmcp::transport::auth::AuthError::RegistrationFailed(_) => {
+                            " (set client_id in servers.toml if it has a client for you)"
+                        }
+                        _ => "",
+                    };
+                    format!(
+                        "cannot register planmux with its authorization server: {}{hint}",
+                        super::reason(&e)
+                    )
+                })?;
             request = request.with_preregistered_client(&config.client_id);
             if let Some(secret) = &config.client_secret {
                 request = request.with_client_secret(secret);
@@ -160,7 +193,7 @@ pub async fn login(
     }
     let session = AuthorizationSession::new(manager, request)
         .await
-        .map_err(|(_, e)| format!("cannot start the sign-in: {e}"))?;
+        .map_err(|(_, e)| format!("cannot start the sign-in: {}", super::reason(&e)))?;
     let auth_url = session.get_authorization_url().to_owned();
     let state = query_value(&auth_url, "state").unwrap_or_default();
 
