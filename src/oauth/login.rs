@@ -496,3 +496,67 @@ fn html(status: StatusCode, title: &str, text: &str) -> Response<Full<Bytes>> {
     );
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    fn kept() -> Option<Registration> {
+        Some(Registration {
+            client_id: "kept".into(),
+            client_secret: None,
+            redirect_uri: "http://127.0.0.1:1/callback".into(),
+            issuer: None,
+        })
+    }
+
+    /// Which client planmux is, in the specification's order.
+    #[test]
+    fn the_client_identity_in_order() {
+        let configured = BrowserClient {
+            client_id: Some("mine".into()),
+            client_secret: Some(Secret("s".into())),
+            client_metadata_url: Some("https://me.example/c.json".into()),
+            ..BrowserClient::default()
+        };
+        let metadata = BrowserClient {
+            client_metadata_url: Some("https://me.example/c.json".into()),
+            ..BrowserClient::default()
+        };
+        let id = |identity: Identity| match identity {
+            Identity::Configured { client_id, secret } => {
+                format!("configured {client_id} {secret:?}")
+            }
+            Identity::Metadata(url) => format!("metadata {url}"),
+            Identity::Kept { client_id, .. } => format!("kept {client_id}"),
+            Identity::Register => "register".into(),
+        };
+        let cases = [
+            (
+                identity(&configured, kept(), true),
+                "configured mine Some(\"s\")",
+            ),
+            (
+                identity(&metadata, kept(), true),
+                "metadata https://me.example/c.json",
+            ),
+            // A metadata document the authorization server does not accept.
+            (identity(&metadata, kept(), false), "kept kept"),
+            (identity(&metadata, None, false), "register"),
+            (identity(&BrowserClient::default(), None, true), "register"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(id(got), want);
+        }
+    }
+
+    #[test]
+    fn the_redirect_port_and_state() {
+        assert_eq!(port_of("http://127.0.0.1:4321/callback"), Some(4321));
+        assert_eq!(port_of("not a url"), None);
+        let url = "https://as.example/authorize?client_id=c&state=abc%3D&x=1";
+        assert_eq!(query_value(url, "state").as_deref(), Some("abc="));
+        assert_eq!(query_value(url, "code"), None);
+    }
+}
