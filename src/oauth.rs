@@ -4,6 +4,7 @@
 //! client that carries it and notes when it stops working (`client`), and the browser
 //! sign-in of `planmux login` (`login`).
 
+mod callback;
 mod client;
 pub mod login;
 pub mod store;

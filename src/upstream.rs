@@ -8,11 +8,13 @@
 #![allow(deprecated)]
 
 mod answers;
+mod calls;
 mod misread;
 pub(crate) mod passthrough;
 mod plans;
 mod runs;
 mod search;
+mod sign_in;
 pub mod surface;
 
 use std::sync::Arc;
@@ -574,20 +576,10 @@ impl ServerHandler for Upstream {
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         request.name = proof.tool().to_owned().into();
-        let cancel = self.shutdown.child_token();
-        let call = self
-            .downstreams
-            .call_tool(request, &proof, Some(&caller), &cancel);
-        tokio::pin!(call);
-        let result = tokio::select! {
-            result = &mut call => result,
-            () = context.ct.cancelled() => {
-                // Let the call tell its downstream, then finish.
-                cancel.cancel();
-                call.await
-            }
-        };
-        match result {
+        match self
+            .call_downstream(request, &proof, &caller, &context)
+            .await
+        {
             Ok(CallToolResponse::Complete(mut result)) => {
                 // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
                 result.result_type = Some(ResultType::COMPLETE);

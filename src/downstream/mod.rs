@@ -302,6 +302,34 @@ impl Downstreams {
         }
     }
 
+    /// Whether any server signs in with OAuth in a browser (a host's call to it may wait
+    /// for a sign-in and go again).
+    pub fn any_browser_sign_in(&self) -> bool {
+        self.servers().iter().any(|s| {
+            matches!(
+                s.config.transport,
+                crate::config::Transport::Http {
+                    sign_in: crate::config::SignIn::Browser(_),
+                    ..
+                }
+            )
+        })
+    }
+
+    /// The server `name` when it signs in with OAuth in a browser: a host that cannot
+    /// reach it for want of a sign-in may be offered the link.
+    pub fn signs_in_with_browser(&self, name: &str) -> Option<Arc<Server>> {
+        let server = self.server(name)?;
+        matches!(
+            server.config.transport,
+            crate::config::Transport::Http {
+                sign_in: crate::config::SignIn::Browser(_),
+                ..
+            }
+        )
+        .then_some(server)
+    }
+
     /// Status of every server, for `planmux check`.
     pub fn statuses(&self) -> Vec<ServerStatus> {
         self.servers()

@@ -91,6 +91,9 @@ pub struct Server {
     tracker: TaskTracker,
     /// Whether its OAuth sign-in works, as its connection last found it.
     standing: Arc<crate::oauth::Standing>,
+    /// Held while a host is offered its sign-in, so that calls waiting on it at once
+    /// offer it once.
+    sign_in_turn: tokio::sync::Mutex<()>,
 }
 
 impl Server {
@@ -116,6 +119,7 @@ impl Server {
             changes,
             tracker,
             standing: Arc::default(),
+            sign_in_turn: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -376,6 +380,19 @@ impl Server {
             .map_err(|_| format!("listing took longer than {} ms", limit.as_millis()))??;
         self.keep(offer).await;
         Ok(())
+    }
+
+    /// Whether it waits for the user to sign in, with no sign-in made since it asked.
+    pub fn waits_for_sign_in(&self) -> bool {
+        match self.state() {
+            State::SignedOut { stamp, .. } => stamp == self.sign_in_stamp(),
+            _ => false,
+        }
+    }
+
+    /// The turn to offer a host its sign-in: one at a time.
+    pub async fn sign_in_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.sign_in_turn.lock().await
     }
 
     /// Whether it waits for a sign-in that has since been made (its store changed): if

@@ -7,18 +7,13 @@
 //! URL, and trades the code for tokens (rmcp: PKCE, `resource`, `iss` checked). The tokens
 //! go to the server's store; nothing secret is printed.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response, StatusCode};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use http::StatusCode;
 use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
 
+use super::callback;
 use super::client::manager;
 use super::store::{Registration, Store};
 use crate::config::{BrowserClient, ServerConfig, SignIn, Transport};
@@ -64,6 +59,44 @@ pub(super) async fn login_into(
     options: &Options,
     say: &mut dyn FnMut(&str),
 ) -> Result<SignedIn, String> {
+    let pending = begin(server, folder).await?;
+    let name = &server.name;
+    say(&format!(
+        "To sign in to '{name}', open:\n  {}",
+        pending.url()
+    ));
+    let mut opener = if options.open_browser {
+        open(pending.url(), say)
+    } else {
+        None
+    };
+    let outcome = pending.finish(options.timeout).await;
+    if let Some(child) = opener.as_mut()
+        && tokio::time::timeout(OPENER_GRACE, child.wait())
+            .await
+            .is_err()
+    {
+        let _ = child.kill().await;
+    }
+    outcome
+}
+
+/// A sign-in under way: the URL the user opens, and the listener its redirect comes to.
+pub struct Pending {
+    name: String,
+    store: Store,
+    session: AuthorizationSession,
+    listener: TcpListener,
+    state: String,
+    auth_url: String,
+}
+
+/// Prepares the sign-in to `server` up to the URL the user opens (`folder`: where the
+/// sign-in is kept, else the data folder).
+pub async fn begin(
+    server: &ServerConfig,
+    folder: Option<&std::path::Path>,
+) -> Result<Pending, String> {
     let name = &server.name;
     let (url, configured) = match &server.transport {
         Transport::Http {
@@ -196,50 +229,60 @@ pub(super) async fn login_into(
         .map_err(|(_, e)| format!("cannot start the sign-in: {}", super::reason(&e)))?;
     let auth_url = session.get_authorization_url().to_owned();
     let state = query_value(&auth_url, "state").unwrap_or_default();
+    Ok(Pending {
+        name: name.clone(),
+        store,
+        session,
+        listener,
+        state,
+        auth_url,
+    })
+}
 
-    say(&format!("To sign in to '{name}', open:\n  {auth_url}"));
-    let mut opener = if options.open_browser {
-        open(&auth_url, say)
-    } else {
-        None
-    };
-    let outcome = tokio::time::timeout(
-        options.timeout,
-        receive(listener, &state, |callback| {
+impl Pending {
+    /// The authorization URL the user opens (it holds no secret: PKCE's challenge and the
+    /// state are public).
+    pub fn url(&self) -> &str {
+        &self.auth_url
+    }
+
+    /// Waits up to `timeout` for the redirect, trades the code for tokens (the issuer and
+    /// state checked), and keeps them.
+    pub async fn finish(self, timeout: Duration) -> Result<SignedIn, String> {
+        let Pending {
+            name,
+            store,
+            session,
+            listener,
+            state,
+            ..
+        } = self;
+        let exchange = |callback: String| {
             let session = &session;
             async move {
                 session
                     .handle_callback_url(&callback)
                     .await
                     .map(|_| ())
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| super::reason(&e))
             }
-        }),
-    )
-    .await;
-    if let Some(child) = opener.as_mut()
-        && tokio::time::timeout(OPENER_GRACE, child.wait())
-            .await
-            .is_err()
-    {
-        let _ = child.kill().await;
-    }
-    match outcome {
-        Err(_) => Err(format!(
-            "no sign-in arrived within {} s: run `planmux login {name}` again",
-            options.timeout.as_secs()
-        )),
-        Ok(Err(e)) => Err(format!("sign-in to '{name}' failed: {e}")),
-        Ok(Ok(())) => {
-            store.update(|record| record.wanted_scopes.clear())?;
-            let record = store.read()?;
-            let credentials = record.credentials.unwrap_or_else(|| {
-                rmcp::transport::auth::StoredCredentials::new(String::new(), None, vec![], None)
-            });
-            Ok(SignedIn {
-                issuer: credentials.issuer,
-                scopes: credentials.granted_scopes,
-            })
+        };
+        let outcome =
+            tokio::time::timeout(timeout, callback::receive(listener, &state, exchange)).await;
+        match outcome {
+            Err(_) => Err(format!(
+                "no sign-in arrived within {} s: run `planmux login {name}` again",
+                timeout.as_secs()
+            )),
+            Ok(Err(e)) => Err(format!("sign-in to '{name}' failed: {e}")),
+            Ok(Ok(())) => {
+                store.update(|record| record.wanted_scopes.clear())?;
+                let credentials = store.read()?.credentials;
+                Ok(SignedIn {
+                    issuer: credentials.as_ref().and_then(|c| c.issuer.clone()),
+                    scopes: credentials.map(|c| c.granted_scopes).unwrap_or_default(),
+                })
+            }
         }
     }
 }
@@ -277,8 +320,10 @@ fn identity(configured: &BrowserClient, kept: Option<Registration>, cimd: bool) 
     }
 }
 
-/// The server's `WWW-Authenticate` challenge to an unauthenticated `initialize`; `None`
-/// when it answers without one.
+/// The server's `WWW-Authenticate` challenge to an unauthenticated `initialize`, or, when
+/// it lets `initialize` through, to the `tools/list` that follows in that session (some
+/// servers challenge only there, with the scope they want); `None` when it answers both
+/// without one.
 async fn probe(url: &str) -> Result<Option<String>, String> {
     let client = reqwest::Client::builder()
         .timeout(PROBE_TIMEOUT)
@@ -311,12 +356,43 @@ async fn probe(url: &str) -> Result<Option<String>, String> {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned));
     }
-    if status.is_success() {
-        return Ok(None);
+    if !status.is_success() {
+        return Err(format!(
+            "it answered initialize with HTTP {status}, not a sign-in challenge (401)"
+        ));
     }
-    Err(format!(
-        "it answered initialize with HTTP {status}, not a sign-in challenge (401)"
-    ))
+    // Let through: go on as a client would, in the session it gave, if any.
+    let session = response.headers().get("mcp-session-id").cloned();
+    let post = |message: serde_json::Value| {
+        let mut request = client
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&message);
+        if let Some(session) = &session {
+            request = request.header("mcp-session-id", session.clone());
+        }
+        request.send()
+    };
+    let _ =
+        post(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let listed = post(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+    if let Some(session) = &session {
+        let _ = client
+            .delete(url)
+            .header("mcp-session-id", session.clone())
+            .send()
+            .await;
+    }
+    Ok(listed
+        .ok()
+        .filter(|r| r.status() == StatusCode::UNAUTHORIZED)
+        .and_then(|r| {
+            r.headers()
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        }))
 }
 
 /// A loopback listener on `port` when it is free, else on any free port.
@@ -335,7 +411,7 @@ fn port_of(redirect_uri: &str) -> Option<u16> {
     url::Url::parse(redirect_uri).ok()?.port()
 }
 
-fn query_value(url: &str, key: &str) -> Option<String> {
+pub(super) fn query_value(url: &str, key: &str) -> Option<String> {
     let url = url::Url::parse(url).ok()?;
     url.query_pairs()
         .find(|(k, _)| k == key)
@@ -373,128 +449,6 @@ fn open(url: &str, say: &mut dyn FnMut(&str)) -> Option<tokio::process::Child> {
             None
         }
     }
-}
-
-/// A redirect to the loopback listener, and where its page goes.
-type Arrival = (String, oneshot::Sender<Result<(), String>>);
-
-/// Serves the loopback listener until a redirect for this sign-in (`state`) is
-/// `finish`ed: its outcome, shown in the browser too. Other requests get a 404; a
-/// redirect for another state is told so and waited past.
-async fn receive<F, Fut>(listener: TcpListener, state: &str, finish: F) -> Result<(), String>
-where
-    F: Fn(String) -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    let (arrivals, mut arrived) = mpsc::channel::<Arrival>(4);
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let connections = tokio_util::task::TaskTracker::new();
-    let accepting = {
-        let connections = connections.clone();
-        async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let arrivals = arrivals.clone();
-                connections.spawn(async move {
-                    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                        let arrivals = arrivals.clone();
-                        async move { Ok::<_, Infallible>(page(request, port, &arrivals).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        }
-    };
-    let waiting = async {
-        while let Some((callback, reply)) = arrived.recv().await {
-            if query_value(&callback, "state").as_deref() != Some(state) {
-                let _ = reply.send(Err(
-                    "this page is not for the sign-in planmux is waiting for".into(),
-                ));
-                continue;
-            }
-            if let Some(error) = query_value(&callback, "error") {
-                let description = query_value(&callback, "error_description").unwrap_or_default();
-                let message = format!("the authorization server said {error} {description}");
-                let _ = reply.send(Err(message.clone()));
-                return Err(message.trim().to_owned());
-            }
-            let outcome = finish(callback).await;
-            let _ = reply.send(outcome.clone());
-            return outcome;
-        }
-        Err("the loopback listener stopped".into())
-    };
-    let outcome = tokio::select! {
-        outcome = waiting => outcome,
-        () = accepting => Err("the loopback listener stopped".into()),
-    };
-    connections.close();
-    // Let the browser receive its page.
-    let _ = tokio::time::timeout(Duration::from_secs(2), connections.wait()).await;
-    outcome
-}
-
-/// The answer to one request on the loopback listener.
-async fn page(
-    request: Request<Incoming>,
-    port: u16,
-    arrivals: &mpsc::Sender<Arrival>,
-) -> Response<Full<Bytes>> {
-    if request.uri().path() != "/callback" {
-        return html(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "This is planmux's sign-in listener.",
-        );
-    }
-    let callback = format!("http://127.0.0.1:{port}{}", request.uri());
-    let (reply, outcome) = oneshot::channel();
-    if arrivals.send((callback, reply)).await.is_err() {
-        return html(
-            StatusCode::GONE,
-            "Sign-in is over",
-            "planmux is no longer waiting for this sign-in.",
-        );
-    }
-    match outcome.await {
-        Ok(Ok(())) => html(
-            StatusCode::OK,
-            "Signed in",
-            "planmux is signed in. You can close this tab and go back to your terminal.",
-        ),
-        Ok(Err(e)) => html(StatusCode::BAD_REQUEST, "Sign-in failed", &e),
-        Err(_) => html(
-            StatusCode::GONE,
-            "Sign-in is over",
-            "planmux stopped waiting.",
-        ),
-    }
-}
-
-fn html(status: StatusCode, title: &str, text: &str) -> Response<Full<Bytes>> {
-    let escape = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-    };
-    let body = format!(
-        "<!doctype html><meta charset=utf-8><title>planmux: {0}</title>\
-         <body style=\"font-family:sans-serif;margin:3em\"><h1>{0}</h1><p>{1}</p>",
-        escape(title),
-        escape(text)
-    );
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    response
 }
 
 #[cfg(test)]
