@@ -22,6 +22,7 @@ pub mod demo;
 pub mod import;
 pub mod install;
 pub mod lock;
+mod readiness;
 mod report;
 pub mod run;
 pub mod schema;
@@ -71,7 +72,7 @@ pub async fn execute(cli: Cli, signal: Signal) -> Report {
             host,
             file,
             dry_run,
-        } => install::install(host, file.as_deref(), cli.config.as_deref(), dry_run),
+        } => install::install(host, file.as_deref(), cli.config.as_deref(), dry_run).await,
         Command::Uninstall {
             host,
             file,
