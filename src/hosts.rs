@@ -1,7 +1,8 @@
 //! The MCP hosts planmux moves in front of: where each keeps its servers, in what shape,
 //! and reading those files (JSON, or JSONC for VS Code) with the byte span of their
-//! servers. `import` turns a host's servers into servers.toml; `install` puts planmux in
-//! their place and `uninstall` puts them back.
+//! servers. `import` turns a host's servers into servers.toml (a remote one, reached
+//! directly or through the `mcp-remote` bridge, a `url` server); `install` puts planmux
+//! in place of those it can run and `uninstall` puts them back.
 
 use std::path::{Path, PathBuf};
 
@@ -10,9 +11,12 @@ use serde_json::Value;
 
 mod import;
 mod install;
+mod mcp_remote;
+mod remote;
+mod variables;
 
 pub use import::{Imported, import, sanitize};
-pub use install::{Installed, install, uninstall};
+pub use install::{Installed, Kept, Readiness, Runs, Why, install, uninstall};
 
 /// A host whose config file planmux knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

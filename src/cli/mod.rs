@@ -23,6 +23,7 @@ pub mod import;
 pub mod install;
 pub mod lock;
 pub mod login;
+mod readiness;
 mod report;
 pub mod run;
 pub mod schema;
@@ -72,7 +73,7 @@ pub async fn execute(cli: Cli, signal: Signal) -> Report {
             host,
             file,
             dry_run,
-        } => install::install(host, file.as_deref(), cli.config.as_deref(), dry_run),
+        } => install::install(host, file.as_deref(), cli.config.as_deref(), dry_run).await,
         Command::Uninstall {
             host,
             file,

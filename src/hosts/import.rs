@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 
 use super::HostFile;
+use super::remote::{Remote, has_authorization, remote, texts};
+use super::variables::translate;
 
 /// What `import` made of a host's servers.
 #[derive(Debug, Default)]
@@ -155,10 +157,12 @@ fn section(
     let mut notes = Vec::new();
     let mut out = format!("\n[servers.{planmux}]\n");
     let text = |key: &str| entry.get(key).and_then(Value::as_str);
-    let url = text("url").or_else(|| text("serverUrl"));
-    let stray: &[&str] = match (text("command"), url) {
-        (Some(_), _) => &["url", "serverUrl", "headers"],
-        (None, Some(_)) => &["args", "env", "cwd"],
+    let remote = remote(entry)?;
+    let stray: &[&str] = match (&remote, text("command")) {
+        // mcp-remote: its args and env are read, the rest is for a process no more.
+        (Some(_), Some(_)) => &["url", "serverUrl", "headers", "cwd"],
+        (_, Some(_)) => &["url", "serverUrl", "headers"],
+        (Some(_), None) => &["args", "env", "cwd"],
         (None, None) => &[],
     };
     for key in stray.iter().filter(|k| entry.contains_key(**k)) {
@@ -166,8 +170,15 @@ fn section(
             "its \"{key}\" does not apply to this kind of server and was left out"
         ));
     }
-    match (text("command"), url) {
-        (Some(command), _) => {
+    let mut exclude = Vec::new();
+    let (mut off, mut sign_in) = (false, false);
+    match (text("command"), remote) {
+        (_, Some(remote)) => {
+            exclude.clone_from(&remote.exclude);
+            off = remote.sse;
+            sign_in = remote_section(&mut out, &remote, env, &mut notes, imported);
+        }
+        (Some(command), None) => {
             line(
                 &mut out,
                 "command",
@@ -184,33 +195,28 @@ fn section(
                     .collect();
                 line(&mut out, "args", &format!("[{}]", args.join(", ")));
             }
-            if let Some(table) = strings(entry, "env", env, &mut notes, imported)? {
-                line(&mut out, "env", &table);
+            if let Some(map) = entry.get("env") {
+                let Some(map) = map.as_object() else {
+                    return Err("its env is not an object".into());
+                };
+                let pairs = texts(map, "env")?;
+                line(&mut out, "env", &table(&pairs, env, &mut notes, imported));
             }
             if let Some(cwd) = text("cwd") {
                 line(&mut out, "cwd", &quoted(&translate(cwd, env, &mut notes)));
-            }
-        }
-        (None, Some(url)) => {
-            if text("type") == Some("sse") {
-                notes.push(
-                    "it is an SSE server: planmux speaks streamable HTTP to it, which SSE-only servers do not serve"
-                        .to_owned(),
-                );
-            }
-            line(&mut out, "url", &quoted(&translate(url, env, &mut notes)));
-            if let Some(headers) = strings(entry, "headers", env, &mut notes, imported)? {
-                line(&mut out, "headers", &headers);
             }
         }
         (None, None) => return Err("it has neither \"command\" nor \"url\"".into()),
     }
     match entry.get("disabled") {
         None | Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => line(&mut out, "enabled", "false"),
+        Some(Value::Bool(true)) => off = true,
         Some(other) => notes.push(format!(
             "its \"disabled\" is {other}, not true or false, and was left out"
         )),
+    }
+    if off {
+        line(&mut out, "enabled", "false");
     }
     if entry
         .get("disabledTools")
@@ -220,13 +226,18 @@ fn section(
         notes.push("some of its \"disabledTools\" are not names and were left out".into());
     }
     // Windsurf's per-server tool switch is planmux's `exclude`.
-    let off: Vec<String> = entry
-        .get("disabledTools")
-        .and_then(Value::as_array)
-        .map(|tools| tools.iter().filter_map(Value::as_str).map(quoted).collect())
-        .unwrap_or_default();
-    if !off.is_empty() {
-        line(&mut out, "exclude", &format!("[{}]", off.join(", ")));
+    exclude.extend(
+        entry
+            .get("disabledTools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned),
+    );
+    if !exclude.is_empty() {
+        let globs: Vec<String> = exclude.iter().map(|glob| quoted(glob)).collect();
+        line(&mut out, "exclude", &format!("[{}]", globs.join(", ")));
     }
     for key in entry.keys().filter(|k| !KNOWN.contains(&k.as_str())) {
         notes.push(format!(
@@ -238,7 +249,91 @@ fn section(
     for note in notes {
         imported.notes.push(format!("\"{name}\": {note}"));
     }
+    if sign_in {
+        imported.notes.push(format!(
+            "`{planmux}` is a remote server without an Authorization header: if it asks for sign-in (OAuth), run `planmux login {planmux}`"
+        ));
+    }
     Ok(out)
+}
+
+/// A remote server's keys: its `url` and `headers`; without an `Authorization` header,
+/// its OAuth settings (planmux signs in when the server asks). Says whether the user may
+/// have to sign in (`planmux login`) once planmux runs it.
+fn remote_section(
+    out: &mut String,
+    remote: &Remote,
+    env: &dyn Fn(&str) -> Option<String>,
+    notes: &mut Vec<String>,
+    imported: &mut Imported,
+) -> bool {
+    notes.extend(remote.notes.iter().cloned());
+    if remote.sse {
+        out.push_str(
+            "# SSE only: planmux speaks streamable HTTP, so this server is off here and `planmux install` leaves it with the host.\n",
+        );
+        let sibling = super::remote::streamable_sibling(&remote.url)
+            .map(|url| format!(" (many serve it at …/mcp: try {url})"))
+            .unwrap_or_default();
+        notes.push(format!(
+            "it is an SSE server, which planmux cannot run yet (it speaks streamable HTTP): it is written with `enabled = false` and `planmux install` leaves it in the host's file; if the server also serves streamable HTTP{sibling}, set that url and remove `enabled = false`"
+        ));
+    }
+    line(out, "url", &quoted(&translate(&remote.url, env, notes)));
+    if !remote.headers.is_empty() {
+        line(
+            out,
+            "headers",
+            &table(&remote.headers, env, notes, imported),
+        );
+    }
+    let names = remote.headers.iter().map(|(name, _)| name.as_str());
+    if has_authorization(names) {
+        if !remote.oauth.is_empty() {
+            notes.push(
+                "its OAuth settings were left out: planmux does not sign in while headers set Authorization".into(),
+            );
+        }
+        return false;
+    }
+    let oauth = &remote.oauth;
+    let mut value = |text: &str| quoted(&translate(text, env, notes));
+    match (&oauth.client_id, &oauth.client_secret) {
+        (Some(id), Some(secret)) if oauth.client_credentials => {
+            imported.secrets += 1;
+            let (id, secret) = (value(id), value(secret));
+            line(
+                out,
+                "oauth",
+                &format!(
+                    "{{ client_credentials = {{ client_id = {id}, client_secret = {secret} }} }}"
+                ),
+            );
+        }
+        (id, secret) => {
+            if let Some(id) = id {
+                line(out, "client_id", &value(id));
+            }
+            if let Some(secret) = secret {
+                imported.secrets += 1;
+                line(out, "client_secret", &value(secret));
+            }
+            if oauth.client_credentials {
+                notes.push(
+                    "it signed in as a client of its own (mcp-remote --client-credentials) without a client id and secret planmux could read: add `oauth = { client_credentials = { client_id = …, client_secret = … } }` by hand".into(),
+                );
+            }
+        }
+    }
+    let mut value = |text: &str| quoted(&translate(text, env, notes));
+    if !oauth.scopes.is_empty() {
+        let scopes: Vec<String> = oauth.scopes.iter().map(|s| value(s)).collect();
+        line(out, "scopes", &format!("[{}]", scopes.join(", ")));
+    }
+    if let Some(url) = &oauth.client_metadata_url {
+        line(out, "client_metadata_url", &value(url));
+    }
+    !remote.sse && !oauth.client_credentials
 }
 
 fn line(out: &mut String, key: &str, value: &str) {
@@ -250,134 +345,27 @@ fn quoted(text: &str) -> String {
     toml::Value::String(text.to_owned()).to_string()
 }
 
-/// `env` or `headers` as an inline table of strings, each value translated.
-fn strings(
-    entry: &Map<String, Value>,
-    key: &str,
+/// `env` or `headers` as an inline table of strings, each value translated and counted
+/// as a secret.
+fn table(
+    pairs: &[(String, String)],
     env: &dyn Fn(&str) -> Option<String>,
     notes: &mut Vec<String>,
     imported: &mut Imported,
-) -> Result<Option<String>, String> {
-    let Some(map) = entry.get(key) else {
-        return Ok(None);
-    };
-    let Some(map) = map.as_object() else {
-        return Err(format!("its {key} is not an object"));
-    };
-    let mut pairs = Vec::new();
-    for (name, value) in map {
-        // Numbers and booleans are what the host would pass as text.
-        let value = match value {
-            Value::String(text) => text.clone(),
-            Value::Number(_) | Value::Bool(_) => value.to_string(),
-            _ => return Err(format!("its {key} value {name} is not a string")),
-        };
-        let value = value.as_str();
-        imported.secrets += 1;
-        let bare = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        let name = if bare { name.clone() } else { quoted(name) };
-        pairs.push(format!(
-            "{name} = {}",
-            quoted(&translate(value, env, notes))
-        ));
-    }
-    Ok(Some(format!("{{ {} }}", pairs.join(", "))))
-}
-
-/// Variables VS Code and Cursor fill in themselves (`${workspaceFolder}`): no planmux
-/// equivalent.
-const EDITOR_VARIABLES: &[&str] = &[
-    "workspaceFolder",
-    "workspaceFolderBasename",
-    "workspaceRoot",
-    "file",
-    "fileDirname",
-    "fileBasename",
-    "relativeFile",
-    "cwd",
-    "execPath",
-    "pathSeparator",
-    "/",
-];
-
-/// A host's variable syntax in planmux's: `${env:X}` and `${X}` are `${X}` (planmux's
-/// environment), `${userHome}` is `${HOME}`, `${X:-default}` is `${X}` when X is set in
-/// `env` and the default otherwise, and a VS Code `${input:id}` becomes the variable
-/// `ID`. Anything else is kept as text (`$${…}`), with a note; so is every other `$`.
-fn translate(text: &str, env: &dyn Fn(&str) -> Option<String>, notes: &mut Vec<String>) -> String {
-    static VARIABLE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\$\{([^}]*)\}").unwrap_or_else(|_| unreachable!("a valid pattern"))
-    });
-    let mut out = String::new();
-    let mut last = 0;
-    for found in VARIABLE.captures_iter(text) {
-        let (Some(whole), Some(inner)) = (found.get(0), found.get(1)) else {
-            continue;
-        };
-        out.push_str(&text[last..whole.start()].replace('$', "$$"));
-        last = whole.end();
-        let inner = inner.as_str();
-        let name =
-            |n: &str| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !n.is_empty();
-        let mapped = if let Some(var) = inner.strip_prefix("env:").filter(|v| name(v)) {
-            Some(var.to_owned())
-        } else if inner == "userHome" {
-            Some("HOME".to_owned())
-        } else if let Some(id) = inner.strip_prefix("input:") {
-            let var: String = id
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() {
-                        c.to_ascii_uppercase()
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            notes.push(format!(
-                "${{input:{id}}} (a value VS Code asks for) is read from planmux's environment variable {var}: set it where planmux runs"
-            ));
-            Some(var)
-        } else if let Some((var, default)) = inner.split_once(":-").filter(|(v, _)| name(v)) {
-            if env(var).is_some() {
-                notes.push(format!(
-                    "${{{inner}}}: planmux has no default values; {var} is read from its environment, so keep it set"
-                ));
-                Some(var.to_owned())
-            } else {
-                notes.push(format!(
-                    "${{{inner}}}: {var} is not set here, so its default was written in"
-                ));
-                out.push_str(&default.replace('$', "$$"));
-                continue;
-            }
-        } else if name(inner) && !EDITOR_VARIABLES.contains(&inner) {
-            Some(inner.to_owned())
-        } else {
-            None
-        };
-        match mapped {
-            Some(var) => {
-                if env(&var).is_none() {
-                    notes.push(format!(
-                        "{var} is not set here, and planmux reads it from its environment: set it where the host starts planmux, or write its value into servers.toml"
-                    ));
-                }
-                let _ = write!(out, "${{{var}}}");
-            }
-            None => {
-                notes.push(format!(
-                    "${{{inner}}} means nothing to planmux and was kept as text; replace it with a path or value"
-                ));
-                let _ = write!(out, "$${{{inner}}}");
-            }
-        }
-    }
-    out.push_str(&text[last..].replace('$', "$$"));
-    out
+) -> String {
+    let pairs: Vec<String> = pairs
+        .iter()
+        .map(|(name, value)| {
+            imported.secrets += 1;
+            let bare = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            let name = if bare { name.clone() } else { quoted(name) };
+            format!("{name} = {}", quoted(&translate(value, env, notes)))
+        })
+        .collect();
+    format!("{{ {} }}", pairs.join(", "))
 }
 
 #[cfg(test)]
@@ -385,7 +373,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_and_variables() {
+    fn names() {
         for (name, want) in [
             ("my files", "my_files"),
             ("my.files", "my_files"),
@@ -395,20 +383,5 @@ mod tests {
         ] {
             assert_eq!(sanitize(name), want);
         }
-        let mut notes = Vec::new();
-        let env = |name: &str| (name == "SET").then(|| "1".to_owned());
-        for (text, want) in [
-            ("${env:TOKEN}", "${TOKEN}"),
-            ("Bearer ${API_KEY}", "Bearer ${API_KEY}"),
-            ("${userHome}/x", "${HOME}/x"),
-            ("${input:api-key}", "${API_KEY}"),
-            ("${PORT:-8080}", "8080"),
-            ("${SET:-8080}", "${SET}"),
-            ("${workspaceFolder}/src", "$${workspaceFolder}/src"),
-            ("costs $5", "costs $$5"),
-        ] {
-            assert_eq!(translate(text, &env, &mut notes), want);
-        }
-        assert_eq!(notes.len(), 8, "{notes:?}");
     }
 }

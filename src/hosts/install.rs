@@ -1,22 +1,74 @@
 //! `planmux install` / `uninstall`: a host's servers handed to planmux, and given back.
 //!
-//! Install replaces, in the host's file, the servers that servers.toml now runs with one
-//! `planmux` entry (this binary by its absolute path, an absolute `--config`, and the
-//! installing shell's PATH so that `npx` and `uvx` resolve under a GUI app's). Only the
-//! servers object changes: every other byte of the file, comments included, stays. The
-//! original is kept beside it (`FILE.planmux-backup`) and the write is atomic, refused if
-//! the file changed since it was read. Uninstall puts the backup back, byte for byte,
-//! unless the file changed since install (then it says so, and `--force` restores anyway).
+//! Install replaces, in the host's file, the servers that servers.toml runs and planmux
+//! can run now with one `planmux` entry: this binary by its absolute path, an absolute
+//! `--config`, and the installing shell's PATH so that `npx` and `uvx` resolve under a
+//! GUI app's. A server planmux cannot run yet stays with the host, which can: one
+//! servers.toml turns off (an SSE server, as import writes it), one the command's
+//! [`Readiness`] finds waiting for a sign-in or out of planmux's reach. Only the servers
+//! object changes: every other byte of the file, comments included, stays. The original
+//! is kept beside it (`FILE.planmux-backup`) and the write is atomic, refused if the file
+//! changed since it was read. Uninstall puts the backup back, byte for byte, unless the
+//! file changed since install (then it says so, and `--force` restores anyway).
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use super::remote::remote;
 use super::{Host, HostError, HostFile, sanitize};
+use crate::config::{ServerConfig, Transport};
 
 /// The name of planmux's entry in a host's servers.
 pub const ENTRY: &str = "planmux";
+
+/// Whether planmux can run an HTTP server now: install asks before it takes one from
+/// the host, which may be running it already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// It moves to planmux.
+    Ready,
+    /// It asks for OAuth sign-in and the user has not signed in: it stays until
+    /// `planmux login`.
+    NeedsSignIn,
+    /// planmux cannot run it yet, for this reason (a sentence to show).
+    Unsupported(String),
+}
+
+/// What servers.toml runs, and how install learns whether planmux can run each HTTP
+/// server now (the command decides: it may ask the server, or the token store).
+pub struct Runs<'a> {
+    pub servers: &'a [ServerConfig],
+    /// Asked for each enabled HTTP server the host's file has, never for another kind.
+    pub readiness: &'a dyn Fn(&ServerConfig) -> Readiness,
+}
+
+/// A host's server left in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    /// Its name in the host's file.
+    pub name: String,
+    /// Its name in servers.toml (or the one it would have).
+    pub planmux: String,
+    pub why: Why,
+}
+
+/// Why a host's server stays in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    /// servers.toml has no such server: the host keeps running it.
+    NotInConfig,
+    /// servers.toml turns it off (`enabled = false`) while the host runs it: moving it
+    /// would stop it.
+    Off,
+    /// An SSE server, off in servers.toml: planmux speaks only streamable HTTP.
+    Sse,
+    /// It asks for OAuth sign-in, not done yet ([`Readiness::NeedsSignIn`]).
+    NeedsSignIn,
+    /// planmux cannot run it yet ([`Readiness::Unsupported`]).
+    Unsupported(String),
+}
 
 /// What install or uninstall did (or, with `dry_run`, would do).
 #[derive(Debug)]
@@ -27,8 +79,8 @@ pub struct Installed {
     pub backup: PathBuf,
     /// Host servers now run by planmux (taken out of the host's file).
     pub moved: Vec<String>,
-    /// Host servers servers.toml does not have, left in the host's file.
-    pub kept: Vec<String>,
+    /// Host servers left in the host's file, each with the reason, in file order.
+    pub kept: Vec<Kept>,
     /// Whether the file was written.
     pub written: bool,
 }
@@ -55,14 +107,15 @@ fn digest(text: &str) -> String {
         .collect()
 }
 
-/// Installs planmux into `host`'s `file`: the servers `run_by_planmux` names (as
-/// servers.toml names them) give way to one entry launching `exe` with `config`.
+/// Installs planmux into `host`'s `file`: the servers of `runs` that planmux can run
+/// now (matched by their servers.toml name) give way to one entry launching `exe` with
+/// `config`.
 pub fn install(
     host: Host,
     file: &Path,
     exe: &Path,
     config: &Path,
-    run_by_planmux: &[String],
+    runs: &Runs,
     path_env: Option<&str>,
     dry_run: bool,
 ) -> Result<Installed, HostError> {
@@ -86,11 +139,21 @@ pub fn install(
         if name == ENTRY {
             continue;
         }
-        if run_by_planmux.contains(&sanitize(name)) {
-            moved.push(name.clone());
-        } else {
-            kept.push(name.clone());
-            servers.insert(name.clone(), entry.clone());
+        let planmux = sanitize(name);
+        let why = match runs.servers.iter().find(|s| s.name == planmux) {
+            None => Some(Why::NotInConfig),
+            Some(server) => stays(server, entry, runs),
+        };
+        match why {
+            None => moved.push(name.clone()),
+            Some(why) => {
+                kept.push(Kept {
+                    name: name.clone(),
+                    planmux,
+                    why,
+                });
+                servers.insert(name.clone(), entry.clone());
+            }
         }
     }
     let mut entry = json!({
@@ -121,6 +184,28 @@ pub fn install(
         kept,
         written: !dry_run,
     })
+}
+
+/// Why the host keeps `entry`, which servers.toml has as `server`; `None`: it moves.
+fn stays(server: &ServerConfig, entry: &Value, runs: &Runs) -> Option<Why> {
+    if !server.enabled {
+        // Off in both: moving it loses nothing.
+        if entry.get("disabled") == Some(&Value::Bool(true)) {
+            return None;
+        }
+        let sse = (entry.as_object())
+            .and_then(|entry| remote(entry).ok().flatten())
+            .is_some_and(|remote| remote.sse);
+        return Some(if sse { Why::Sse } else { Why::Off });
+    }
+    if !matches!(server.transport, Transport::Http { .. }) {
+        return None;
+    }
+    match (runs.readiness)(server) {
+        Readiness::Ready => None,
+        Readiness::NeedsSignIn => Some(Why::NeedsSignIn),
+        Readiness::Unsupported(reason) => Some(Why::Unsupported(reason)),
+    }
 }
 
 /// Puts back the file `install` backed up. Refused when the file changed since install,

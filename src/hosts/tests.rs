@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::*;
-use crate::config::Config;
+use crate::config::{Config, ServerConfig};
 
 const FIXTURES: &[(Host, &str)] = &[
     (Host::ClaudeDesktop, "claude_desktop_config.json"),
@@ -25,6 +25,29 @@ fn fixture(name: &str) -> PathBuf {
 
 fn env(name: &str) -> Option<String> {
     Some(format!("<{name}>"))
+}
+
+/// The servers of a servers.toml text.
+fn servers(toml: &str) -> Vec<ServerConfig> {
+    Config::parse(toml, "servers.toml", Path::new("/cfg"), &env)
+        .unwrap_or_else(|e| panic!("{e}\n{toml}"))
+        .servers
+}
+
+fn ready(_: &ServerConfig) -> Readiness {
+    Readiness::Ready
+}
+
+/// Runs with every server ready.
+fn all_ready(servers: &[ServerConfig]) -> Runs<'_> {
+    Runs {
+        servers,
+        readiness: &ready,
+    }
+}
+
+fn names(kept: &[Kept]) -> Vec<&str> {
+    kept.iter().map(|k| k.name.as_str()).collect()
 }
 
 #[test]
@@ -108,13 +131,14 @@ fn install_changes_only_the_servers_and_uninstall_restores_every_byte() {
         let key = host.servers_key();
         let read = HostFile::read(&file, key).expect("read");
         let imported = import(&read, key, name, &|_| None);
-        let names: Vec<String> = imported.servers.iter().map(|(_, n)| n.clone()).collect();
+        let servers = servers(&imported.toml);
+        let runs = all_ready(&servers);
         let done = install(
             *host,
             &file,
             exe,
             config,
-            &names,
+            &runs,
             Some("/usr/bin:/bin"),
             false,
         )
@@ -149,7 +173,7 @@ fn install_changes_only_the_servers_and_uninstall_restores_every_byte() {
             original
         );
         // Installing again keeps the first backup; uninstall restores every byte.
-        install(*host, &file, exe, config, &names, None, false).expect("again");
+        install(*host, &file, exe, config, &runs, None, false).expect("again");
         uninstall(&file, false, false).expect("uninstall");
         assert_eq!(
             std::fs::read_to_string(&file).expect("read"),
@@ -165,18 +189,24 @@ fn a_server_planmux_does_not_run_stays_and_changes_since_install_are_not_undone(
     let file = dir.path().join("claude_desktop_config.json");
     std::fs::copy(fixture("claude_desktop_config.json"), &file).expect("copy");
     let exe = Path::new("/x/planmux");
+    let servers = servers("[servers.memory]\ncommand = \"npx\"\n");
     let done = install(
         Host::ClaudeDesktop,
         &file,
         exe,
         Path::new("/x/servers.toml"),
-        &["memory".to_owned()],
+        &all_ready(&servers),
         None,
         false,
     )
     .expect("install");
     assert_eq!(done.moved, ["memory"]);
-    assert_eq!(done.kept, ["my files", "everything"], "in file order");
+    assert_eq!(
+        names(&done.kept),
+        ["my files", "everything"],
+        "in file order"
+    );
+    assert!(done.kept.iter().all(|k| k.why == Why::NotInConfig));
     let text = std::fs::read_to_string(&file).expect("read");
     std::fs::write(&file, text.replace("Alt+Ctrl+Space", "Alt+Space")).expect("edit");
     let refused = uninstall(&file, false, false);
@@ -207,7 +237,7 @@ fn a_file_without_servers_gets_them_and_bad_files_are_named() {
             &file,
             Path::new("/p"),
             Path::new("/c"),
-            &[],
+            &all_ready(&[]),
             None,
             false,
         )
@@ -230,10 +260,11 @@ fn awkward_files_are_edited_safely_or_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("mcp.json");
     let (exe, config) = (Path::new("/p"), Path::new("/c"));
+    let none = all_ready(&[]);
     // A `{` in a comment before the root object, and no servers key.
     let commented = "// see {docs}\n{\n  \"a\": 1\n}\n";
     std::fs::write(&file, commented).expect("write");
-    install(Host::VsCode, &file, exe, config, &[], None, false).expect("install");
+    install(Host::VsCode, &file, exe, config, &none, None, false).expect("install");
     let read = HostFile::read(&file, "servers").expect("still valid JSONC");
     assert_eq!(read.servers("servers").len(), 1);
     assert!(read.text.starts_with("// see {docs}\n{"), "{}", read.text);
@@ -242,12 +273,12 @@ fn awkward_files_are_edited_safely_or_refused() {
     // CRLF line endings stay CRLF.
     let crlf = "{\r\n  \"mcpServers\": {\r\n    \"a\": {\"command\": \"x\"}\r\n  }\r\n}\r\n";
     std::fs::write(&file, crlf).expect("write");
-    install(Host::Cursor, &file, exe, config, &[], None, false).expect("install");
+    install(Host::Cursor, &file, exe, config, &none, None, false).expect("install");
     let text = std::fs::read_to_string(&file).expect("read");
     assert!(!text.replace("\r\n", "").contains('\n'), "{text:?}");
     // Changed since install: a second install is refused (its edits would be lost).
     std::fs::write(&file, text.replace("\"x\"", "\"y\"")).expect("edit");
-    let again = install(Host::Cursor, &file, exe, config, &[], None, false);
+    let again = install(Host::Cursor, &file, exe, config, &none, None, false);
     assert!(again.is_err_and(|e| e.to_string().contains("run `planmux uninstall` first")));
     uninstall(&file, true, false).expect("forced");
     assert_eq!(std::fs::read_to_string(&file).expect("read"), crlf);
@@ -285,5 +316,183 @@ fn import_skips_planmux_itself_and_notes_what_does_not_apply() {
         "\"web\": its \"disabled\" is \"yes\"",
     ] {
         assert!(notes.contains(part), "{part}\n{notes}");
+    }
+}
+
+/// Real-shaped configs with remote servers (tests/fixtures/hosts/remote): streamable
+/// HTTP with and without `Authorization`, SSE, and mcp-remote bridges.
+const REMOTE: &[(Host, &str)] = &[
+    (Host::ClaudeDesktop, "remote/claude_desktop_config.json"),
+    (Host::ClaudeCode, "remote/claude-code.mcp.json"),
+    (Host::Cursor, "remote/cursor-mcp.json"),
+    (Host::VsCode, "remote/vscode-mcp.json"),
+];
+
+/// What import writes for each remote fixture and what it says, as the user reads them.
+#[test]
+fn remote_servers_import_as_url_servers() {
+    for (host, name) in REMOTE {
+        let key = host.servers_key();
+        let file = HostFile::read(&fixture(name), key).expect(name);
+        let set = |var: &str| (var == "GITHUB_PAT").then(|| "set".to_owned());
+        let imported = import(&file, key, name, &set);
+        let config = servers(&imported.toml);
+        assert_eq!(config.len(), file.servers(key).len(), "{name}");
+        let shown = format!(
+            "{}\n--- notes\n{}\n",
+            imported.toml,
+            imported.notes.join("\n")
+        );
+        let snapshot = format!(
+            "remote_{}",
+            name.trim_start_matches("remote/").trim_end_matches(".json")
+        );
+        insta::assert_snapshot!(snapshot, shown);
+    }
+}
+
+/// mcp-remote's OAuth flags as servers.toml's OAuth keys (DESIGN §13).
+#[test]
+fn mcp_remote_sign_in_flags_become_oauth_keys() {
+    let text = r#"{"mcpServers": {
+        "ci": {"command": "npx", "args": ["-y", "mcp-remote", "https://ci.example.com/mcp",
+            "--client-credentials",
+            "--static-oauth-client-info", "{\"client_id\": \"${CI_ID}\", \"client_secret\": \"${CI_SECRET}\"}"]},
+        "corp": {"command": "npx", "args": ["mcp-remote", "https://mcp.corp.example/mcp", "3334",
+            "--static-oauth-client-info", "{\"client_id\": \"planmux-desktop\"}",
+            "--static-oauth-client-metadata", "{\"scope\": \"read write\"}",
+            "--ignore-tool", "delete*"]},
+        "cimd": {"command": "npx", "args": ["mcp-remote", "https://mcp.example.org/mcp",
+            "--client-metadata-url", "https://client.example.com/.well-known/oauth-client-metadata"]},
+        "both": {"command": "npx", "args": ["mcp-remote", "https://mcp.example.net/mcp",
+            "--header", "Authorization: Bearer ${TOKEN}",
+            "--static-oauth-client-info", "{\"client_id\": \"unused\"}"],
+            "env": {"TOKEN": "fake-token"}},
+        "old-sse": {"command": "npx", "args": ["-y", "mcp-remote", "https://mcp.example.org/v1/events", "--transport", "sse-only"]}
+    }}"#;
+    let file = HostFile::parse(Path::new("h.json"), text.to_owned(), "mcpServers").expect("parse");
+    let imported = import(&file, "mcpServers", "h.json", &|_| None);
+    let shown = format!(
+        "{}\n--- notes\n{}\n",
+        imported.toml,
+        imported.notes.join("\n")
+    );
+    insta::assert_snapshot!("mcp_remote_oauth_flags", shown);
+    // What import wrote is a config planmux loads, with the sign-in each entry asked for.
+    let env = |_: &str| None;
+    let config = crate::config::Config::parse(
+        &imported.toml,
+        "servers.toml",
+        std::path::Path::new("/"),
+        &env,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let sign_in = |name: &str| {
+        let server = config.servers.iter().find(|s| s.name == name);
+        match server.map(|s| &s.transport) {
+            Some(crate::config::Transport::Http { sign_in, .. }) => sign_in.clone(),
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    assert!(matches!(
+        sign_in("ci"),
+        crate::config::SignIn::ClientCredentials { .. }
+    ));
+    assert!(
+        matches!(sign_in("corp"), crate::config::SignIn::Browser(c) if c.client_id.as_deref() == Some("planmux-desktop"))
+    );
+    assert!(
+        matches!(sign_in("cimd"), crate::config::SignIn::Browser(c) if c.client_metadata_url.is_some())
+    );
+    assert_eq!(sign_in("both"), crate::config::SignIn::Header);
+}
+
+/// Install leaves with the host what planmux cannot run yet: an SSE server (off in
+/// servers.toml), one that waits for sign-in, one readiness finds unsupported; the stdio
+/// servers and the ready remote ones move. Uninstall restores every byte.
+#[test]
+fn install_leaves_what_planmux_cannot_run_yet_with_the_host() {
+    for (host, name, moved, kept) in [
+        (
+            Host::ClaudeDesktop,
+            "remote/claude_desktop_config.json",
+            &["memory", "internal-docs"][..],
+            &[
+                ("linear", Why::NeedsSignIn),
+                ("sentry", Why::Unsupported("it answers HTTP 405".into())),
+                ("atlassian_tenant1", Why::Sse),
+            ][..],
+        ),
+        (
+            Host::ClaudeCode,
+            "remote/claude-code.mcp.json",
+            &["filesystem", "github"],
+            &[("notion", Why::NeedsSignIn), ("sentry", Why::Sse)],
+        ),
+        (
+            Host::Cursor,
+            "remote/cursor-mcp.json",
+            &["filesystem", "github"],
+            &[
+                ("Linear", Why::NeedsSignIn),
+                ("Notion", Why::NeedsSignIn),
+                ("Sentry", Why::Sse),
+            ],
+        ),
+        (
+            Host::VsCode,
+            "remote/vscode-mcp.json",
+            &["memory", "github"],
+            &[
+                ("sentry", Why::Unsupported("it answers HTTP 405".into())),
+                ("atlassian", Why::Sse),
+            ],
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("mcp.json");
+        std::fs::copy(fixture(name), &file).expect("copy");
+        let original = std::fs::read_to_string(&file).expect("read");
+        let key = host.servers_key();
+        let imported = import(&HostFile::read(&file, key).expect(name), key, name, &|_| {
+            None
+        });
+        let servers = servers(&imported.toml);
+        let asked = std::cell::RefCell::new(Vec::new());
+        // A stand-in for the probe: Linear and Notion ask for sign-in, Sentry's
+        // streamable endpoint is taken for missing; asked only of enabled HTTP servers.
+        let readiness = |server: &ServerConfig| {
+            asked.borrow_mut().push(server.name.clone());
+            match server.name.to_lowercase().as_str() {
+                "linear" | "notion" => Readiness::NeedsSignIn,
+                "sentry" => Readiness::Unsupported("it answers HTTP 405".into()),
+                _ => Readiness::Ready,
+            }
+        };
+        let runs = Runs {
+            servers: &servers,
+            readiness: &readiness,
+        };
+        let (exe, config) = (Path::new("/p"), Path::new("/c"));
+        let done = install(host, &file, exe, config, &runs, None, false).expect(name);
+        assert_eq!(done.moved, moved, "{name}");
+        let got: Vec<(&str, &Why)> = done
+            .kept
+            .iter()
+            .map(|k| (k.name.as_str(), &k.why))
+            .collect();
+        let want: Vec<(&str, &Why)> = kept.iter().map(|(n, w)| (*n, w)).collect();
+        assert_eq!(got, want, "{name}");
+        // Never asked: a stdio server (the first moved), an SSE one (off).
+        let asked = asked.into_inner();
+        let sse = kept.iter().filter(|(_, why)| *why == Why::Sse);
+        for never in sse.map(|(n, _)| *n).chain([moved[0]]) {
+            assert!(!asked.contains(&sanitize(never)), "{name}: {asked:?}");
+        }
+        let after = HostFile::read(&file, key).expect("valid");
+        let left: Vec<&str> = after.servers(key).iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(left.len(), kept.len() + 1, "{name}: {left:?}");
+        uninstall(&file, false, false).expect("uninstall");
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), original);
     }
 }

@@ -190,6 +190,9 @@ impl SignedInClient {
                     why: "its authorization server refused to renew the sign-in".into(),
                 }));
             }
+            // The sign-in works (again: a new `planmux login` the connection picked up
+            // from the store): a later failure of the server is not blamed on it.
+            Ok(_) => self.standing.set(None),
             _ => {}
         }
         result

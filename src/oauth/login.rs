@@ -257,9 +257,13 @@ impl Pending {
             state,
             ..
         } = self;
+        // Whether the redirect came: a timeout after it is the token request's.
+        let arrived = std::sync::atomic::AtomicBool::new(false);
         let exchange = |callback: String| {
             let session = &session;
+            let arrived = &arrived;
             async move {
+                arrived.store(true, std::sync::atomic::Ordering::Relaxed);
                 session
                     .handle_callback_url(&callback)
                     .await
@@ -270,6 +274,10 @@ impl Pending {
         let outcome =
             tokio::time::timeout(timeout, callback::receive(listener, &state, exchange)).await;
         match outcome {
+            Err(_) if arrived.load(std::sync::atomic::Ordering::Relaxed) => Err(format!(
+                "the browser came back, but its authorization server did not answer the token request within {} s: run `planmux login {name}` again",
+                timeout.as_secs()
+            )),
             Err(_) => Err(format!(
                 "no sign-in arrived within {} s: run `planmux login {name}` again",
                 timeout.as_secs()

@@ -213,3 +213,174 @@ fn install_refuses_a_config_planmux_would_not_start_on() -> anyhow::Result<()> {
     assert!(stderr.contains("PLANMUX_TEST_UNSET_HERE"), "{stderr}");
     Ok(())
 }
+
+/// What the fake remote server was asked: `METHOD /path`, in order.
+type Asked = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A remote MCP server on loopback standing for several: `/mcp` wants OAuth and nobody
+/// has signed in (401 with an RFC 9728 challenge), `/open` answers `initialize`,
+/// `/legacy` serves no streamable HTTP (405, as an SSE-only server answers a POST).
+async fn fake_remote(listener: tokio::net::TcpListener, asked: Asked) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let Ok(address) = listener.local_addr() else {
+        return;
+    };
+    while let Ok((mut stream, _)) = listener.accept().await {
+        let asked = asked.clone();
+        tokio::spawn(async move {
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            let (head, body_len) = loop {
+                let Ok(read) = stream.read(&mut buffer).await else {
+                    return;
+                };
+                if read == 0 {
+                    return;
+                }
+                request.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&request).into_owned();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    break (text[..end].to_owned(), end + 4 + length);
+                }
+            };
+            while request.len() < body_len {
+                match stream.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(read) => request.extend_from_slice(&buffer[..read]),
+                }
+            }
+            let line: Vec<&str> = head.lines().next().unwrap_or_default().split(' ').collect();
+            let (method, path) = (
+                line.first().copied().unwrap_or(""),
+                line.get(1).copied().unwrap_or(""),
+            );
+            asked
+                .lock()
+                .map(|mut a| a.push(format!("{method} {path}")))
+                .ok();
+            let initialized = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"fake","version":"0"}}}"#;
+            let response = match (method, path) {
+                ("POST", "/mcp") => format!(
+                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer resource_metadata=\"http://{address}/.well-known/oauth-protected-resource/mcp\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                ),
+                ("POST", "/open") => format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{initialized}",
+                    initialized.len()
+                ),
+                ("DELETE", "/open") => "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+                ("POST", "/legacy") => "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: text/plain\r\nContent-Length: 18\r\nConnection: close\r\n\r\nMethod Not Allowed".to_owned(),
+                _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+            };
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}
+
+/// `planmux import` then `planmux install` over a Claude Code project file with stdio and
+/// remote servers: what planmux cannot run yet stays in the host's file, each with why
+/// and what to do (a server that asks for sign-in nobody has done, an SSE server, one
+/// without streamable HTTP); the stdio servers, a remote one that answers and one with
+/// an `Authorization` header (never asked) move. Uninstall restores every byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_leaves_what_planmux_cannot_run_yet_with_the_host() -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let at = format!("http://{}", listener.local_addr()?);
+    let asked = Asked::default();
+    let server = tokio::spawn(fake_remote(listener, asked.clone()));
+    let home = tempfile::tempdir()?;
+    let file = home.path().join("project/.mcp.json");
+    std::fs::create_dir_all(home.path().join("project"))?;
+    let original = format!(
+        r#"{{
+  "mcpServers": {{
+    "memory": {{"type": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}},
+    "linear": {{"type": "http", "url": "{at}/mcp"}},
+    "open": {{"type": "http", "url": "{at}/open"}},
+    "legacy": {{"type": "http", "url": "{at}/legacy"}},
+    "events": {{"type": "sse", "url": "{at}/sse"}},
+    "github": {{"type": "http", "url": "{at}/github", "headers": {{"Authorization": "Bearer fake-token"}}}}
+  }}
+}}
+"#
+    );
+    std::fs::write(&file, &original)?;
+    let config = home.path().join("servers.toml");
+    let run = |args: &[&str]| {
+        let mut command = tokio::process::Command::from(planmux(home.path()));
+        command
+            .args(args)
+            .env_remove("HTTP_PROXY")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("ALL_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("https_proxy")
+            .env_remove("all_proxy");
+        command.output()
+    };
+    let (file_arg, config_arg) = (file.display().to_string(), config.display().to_string());
+    let imported = run(&["import", "--from", &file_arg, "-o", &config_arg]).await?;
+    let said = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{said}");
+    assert!(
+        said.contains("`linear` is a remote server without an Authorization header: if it asks for sign-in (OAuth), run `planmux login linear`"),
+        "{said}"
+    );
+    let install = [
+        "install",
+        "--host",
+        "claude-code",
+        "--file",
+        &file_arg,
+        "--config",
+        &config_arg,
+    ];
+    let installed = run(&install).await?;
+    let said = String::from_utf8_lossy(&installed.stderr);
+    assert!(installed.status.success(), "{said}");
+    let login = format!("planmux login linear --config {config_arg}");
+    for part in [
+        format!(
+            "\"linear\": it asks for sign-in (OAuth), which planmux has not done yet: it stays in the host's file; run `{login}`, then `planmux install --host claude-code --config {config_arg}`"
+        ),
+        "\"events\": it is an SSE server, which planmux cannot run yet".to_owned(),
+        "\"legacy\": it answers HTTP 405 to a streamable HTTP request".to_owned(),
+        "runs 3 server(s) in its place".to_owned(),
+        format!(
+            "next: sign in to the server(s) that stayed until you do, then install again to move them:\n  {login}\n"
+        ),
+    ] {
+        assert!(said.contains(&part), "{part}\n---\n{said}");
+    }
+    let read = planmux::hosts::HostFile::read(&file, "mcpServers")?;
+    let left: Vec<&str> = (read.servers("mcpServers").iter())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(left, ["linear", "legacy", "events", "planmux"]);
+    let asked = asked.lock().map(|a| a.clone()).unwrap_or_default();
+    assert!(
+        !asked
+            .iter()
+            .any(|a| a.ends_with("/sse") || a.ends_with("/github")),
+        "neither the SSE server nor one with Authorization is asked: {asked:?}"
+    );
+    assert!(asked.contains(&"POST /mcp".to_owned()), "{asked:?}");
+    assert!(
+        asked.contains(&"DELETE /open".to_owned()),
+        "the probe's session is closed: {asked:?}"
+    );
+
+    let uninstalled = run(&["uninstall", "--host", "claude-code", "--file", &file_arg]).await?;
+    assert!(uninstalled.status.success());
+    assert_eq!(std::fs::read_to_string(&file)?, original);
+    server.abort();
+    Ok(())
+}
