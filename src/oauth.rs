@@ -7,6 +7,7 @@
 mod callback;
 mod client;
 pub mod login;
+pub mod probe;
 pub mod store;
 
 use std::sync::Arc;
@@ -207,11 +208,11 @@ fn expires_in(token: &OAuthTokenResponse, received_at: Option<u64>) -> Option<Du
     Some(lifetime.saturating_sub(Duration::from_secs(elapsed)))
 }
 
-/// An OAuth error with its causes (rmcp's discovery error names the URL; its source says
-/// what was wrong there: a body too large, a redirect refused), URLs redacted.
-pub(crate) fn reason(error: &AuthError) -> String {
+/// An error with its causes on one line (rmcp's discovery error names the URL; its source
+/// says what was wrong there: a body too large, a redirect refused), URLs redacted.
+pub(crate) fn reason(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
+    let mut source = error.source();
     while let Some(cause) = source {
         let cause_text = cause.to_string();
         if !text.contains(&cause_text) {

@@ -7,14 +7,15 @@
 //! URL, and trades the code for tokens (rmcp: PKCE, `resource`, `iss` checked). The tokens
 //! go to the server's store; nothing secret is printed.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use http::StatusCode;
 use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession};
 use tokio::net::TcpListener;
 
 use super::callback;
 use super::client::manager;
+use super::probe::{Probe, probe};
 use super::store::{Registration, Store};
 use crate::config::{BrowserClient, ServerConfig, SignIn, Transport};
 
@@ -98,12 +99,12 @@ pub async fn begin(
     folder: Option<&std::path::Path>,
 ) -> Result<Pending, String> {
     let name = &server.name;
-    let (url, configured) = match &server.transport {
+    let (url, headers, configured) = match &server.transport {
         Transport::Http {
             url,
+            headers,
             sign_in: SignIn::Browser(client),
-            ..
-        } => (url, client),
+        } => (url, headers, client),
         Transport::Http {
             sign_in: SignIn::Header,
             ..
@@ -133,7 +134,7 @@ pub async fn begin(
     let record = store.read()?;
     // The server's challenge now, else the last one it gave a running planmux (some
     // servers let `initialize` through and challenge later calls).
-    let challenge = probe(url).await?.or(record.challenge.clone());
+    let challenge = challenge(url, headers).await?.or(record.challenge.clone());
     let mut manager = manager(url).await.map_err(|e| e.to_string())?;
     manager.set_credential_store(store.clone());
     let resolution = manager
@@ -328,79 +329,23 @@ fn identity(configured: &BrowserClient, kept: Option<Registration>, cimd: bool) 
     }
 }
 
-/// The server's `WWW-Authenticate` challenge to an unauthenticated `initialize`, or, when
-/// it lets `initialize` through, to the `tools/list` that follows in that session (some
-/// servers challenge only there, with the scope they want); `None` when it answers both
-/// without one.
-async fn probe(url: &str) -> Result<Option<String>, String> {
-    let client = reqwest::Client::builder()
-        .timeout(PROBE_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| e.to_string())?;
-    let initialize = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "planmux", "version": env!("CARGO_PKG_VERSION")}}
-    });
-    let response = client
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .json(&initialize)
-        .send()
-        .await
-        .map_err(|e| {
-            let shown = crate::text::redact_url(url);
-            format!(
-                "cannot reach {shown}: {}",
-                crate::text::redact_urls(&e.to_string())
-            )
-        })?;
-    let status = response.status();
-    if status == StatusCode::UNAUTHORIZED {
-        return Ok(response
-            .headers()
-            .get("www-authenticate")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned));
-    }
-    if !status.is_success() {
-        return Err(format!(
+/// The server's challenge to a client without credentials (`probe`): `None` when it
+/// lets one in.
+async fn challenge(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<Option<String>, String> {
+    match probe(url, headers, PROBE_TIMEOUT).await {
+        Probe::SignInAsked(challenge) => Ok(challenge),
+        Probe::LetIn => Ok(None),
+        Probe::Status(status) => Err(format!(
             "it answered initialize with HTTP {status}, not a sign-in challenge (401)"
-        ));
+        )),
+        Probe::NoAnswer(why) => Err(format!(
+            "cannot reach {}: {why}",
+            crate::text::redact_url(url)
+        )),
     }
-    // Let through: go on as a client would, in the session it gave, if any.
-    let session = response.headers().get("mcp-session-id").cloned();
-    let post = |message: serde_json::Value| {
-        let mut request = client
-            .post(url)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&message);
-        if let Some(session) = &session {
-            request = request.header("mcp-session-id", session.clone());
-        }
-        request.send()
-    };
-    let _ =
-        post(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-    let listed = post(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
-    if let Some(session) = &session {
-        let _ = client
-            .delete(url)
-            .header("mcp-session-id", session.clone())
-            .send()
-            .await;
-    }
-    Ok(listed
-        .ok()
-        .filter(|r| r.status() == StatusCode::UNAUTHORIZED)
-        .and_then(|r| {
-            r.headers()
-                .get("www-authenticate")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        }))
 }
 
 /// A loopback listener on `port` when it is free, else on any free port.
