@@ -15,6 +15,7 @@ mod resources;
 mod route;
 mod server;
 mod sessions;
+mod sign_ins;
 mod tap;
 mod transport;
 
@@ -285,49 +286,6 @@ impl Downstreams {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-    }
-
-    /// Reconnects, in the background, each server that waited for a sign-in made since
-    /// (`planmux login` in another process): the host gets its tools without a call first.
-    pub fn reconnect_signed_in(&self) {
-        for server in self.servers().iter().filter(|s| s.signed_in_since()) {
-            let server = server.clone();
-            self.tracker.spawn(async move {
-                let name = server.config.name.clone();
-                match server.relist().await {
-                    Ok(()) => tracing::info!(server = %name, "signed in: connected again"),
-                    Err(error) => tracing::warn!(server = %name, %error, "signed in, but it failed to connect"),
-                }
-            });
-        }
-    }
-
-    /// Whether any server signs in with OAuth in a browser (a host's call to it may wait
-    /// for a sign-in and go again).
-    pub fn any_browser_sign_in(&self) -> bool {
-        self.servers().iter().any(|s| {
-            matches!(
-                s.config.transport,
-                crate::config::Transport::Http {
-                    sign_in: crate::config::SignIn::Browser(_),
-                    ..
-                }
-            )
-        })
-    }
-
-    /// The server `name` when it signs in with OAuth in a browser: a host that cannot
-    /// reach it for want of a sign-in may be offered the link.
-    pub fn signs_in_with_browser(&self, name: &str) -> Option<Arc<Server>> {
-        let server = self.server(name)?;
-        matches!(
-            server.config.transport,
-            crate::config::Transport::Http {
-                sign_in: crate::config::SignIn::Browser(_),
-                ..
-            }
-        )
-        .then_some(server)
     }
 
     /// Status of every server, for `planmux check`.

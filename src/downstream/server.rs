@@ -13,6 +13,9 @@ use rmcp::{Peer, RoleClient};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod ends;
+mod sign_in;
+
 use super::DownstreamError;
 use super::calls::{CallTable, SETTLE};
 use super::changes::{Changed, Changes};
@@ -382,74 +385,6 @@ impl Server {
         Ok(())
     }
 
-    /// Whether it waits for the user to sign in, with no sign-in made since it asked.
-    pub fn waits_for_sign_in(&self) -> bool {
-        match self.state() {
-            State::SignedOut { stamp, .. } => stamp == self.sign_in_stamp(),
-            _ => false,
-        }
-    }
-
-    /// The turn to offer a host its sign-in: one at a time.
-    pub async fn sign_in_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.sign_in_turn.lock().await
-    }
-
-    /// Whether it waits for a sign-in that has since been made (its store changed): if
-    /// so it is marked for a restart at once, so that only one caller reconnects it.
-    pub(crate) fn signed_in_since(&self) -> bool {
-        let stamp = self.sign_in_stamp();
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*state {
-            State::SignedOut { stamp: seen, .. } if *seen != stamp => {
-                *state = State::Failed {
-                    error: "signing in again".into(),
-                    failures: 0,
-                    retry_at: Instant::now(),
-                };
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// When its sign-in record last changed (`None`: no OAuth sign-in, or none kept).
-    fn sign_in_stamp(&self) -> Option<std::time::SystemTime> {
-        match &self.config.transport {
-            crate::config::Transport::Http { url, .. } => {
-                crate::oauth::store::Store::new(&self.config.name, url)
-                    .ok()?
-                    .stamp()
-            }
-            _ => None,
-        }
-    }
-
-    /// Records that the current connection died.
-    pub(crate) fn mark_dead(&self, live: &Arc<Live>, reason: String) {
-        let reason = crate::text::redact_urls(&reason);
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let State::Ready(current) = &*state
-            && Arc::ptr_eq(current, live)
-            && let Some(signed_out) = self.standing.signed_out()
-        {
-            tracing::warn!(server = %self.config.name, reason = %signed_out.why, "the sign-in stopped working: planmux login {}", self.config.name);
-            *state = State::SignedOut {
-                signed_out,
-                stamp: self.sign_in_stamp(),
-            };
-        } else if let State::Ready(current) = &*state
-            && Arc::ptr_eq(current, live)
-        {
-            tracing::warn!(server = %self.config.name, reason = %reason, "downstream exited; it restarts at the next call");
-            *state = State::Failed {
-                error: reason,
-                failures: 0,
-                retry_at: Instant::now(),
-            };
-        }
-    }
-
     /// Forwards one `tools/call` (its name already the downstream's) for `caller` and
     /// returns the downstream's answer unchanged. The only way to a downstream tool: it
     /// takes the checkpoint's proof.
@@ -612,37 +547,6 @@ impl Server {
     pub(crate) async fn notify_roots_changed(&self) {
         if let State::Ready(live) = self.state() {
             let _ = tokio::time::timeout(SETTLE, live.peer.notify_roots_list_changed()).await;
-        }
-    }
-
-    /// Waits (briefly) until the watcher has noticed that `live` ended.
-    pub(super) async fn settle(&self, live: &Live) {
-        let _ = tokio::time::timeout(SETTLE, live.ended.cancelled()).await;
-    }
-
-    /// The error for a call whose connection broke, naming the server and, when known, why.
-    pub(super) async fn exited(&self, live: &Live, error: ServiceError) -> DownstreamError {
-        self.settle(live).await;
-        self.exit_error(&error)
-    }
-
-    /// The error for a call whose connection ended, once the watcher recorded why.
-    fn exit_error(&self, error: &ServiceError) -> DownstreamError {
-        if let Some(signed_out) = self.standing.signed_out() {
-            return DownstreamError::NeedsSignIn {
-                server: self.config.name.clone(),
-                signed_out,
-            };
-        }
-        // Libraries quote the URL they failed on: what reaches the host and the model
-        // has its user info and query hidden, as the log has.
-        let detail = match self.state() {
-            State::Failed { error, .. } => error,
-            _ => crate::text::redact_urls(&error.to_string()),
-        };
-        DownstreamError::Exited {
-            server: self.config.name.clone(),
-            detail,
         }
     }
 

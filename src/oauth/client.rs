@@ -101,6 +101,12 @@ impl SignedInClient {
         F: Fn() -> Fut,
         Fut: Future<Output = HttpResult<T>>,
     {
+        // A sign-in its authorization server refused to renew stays refused until the
+        // user signs in again (which clears the record's mark): nothing is sent meanwhile,
+        // neither the refresh token again nor a request without a token.
+        if self.known_signed_out() {
+            return Err(StreamableHttpError::Auth(AuthError::AuthorizationRequired));
+        }
         self.ensure_token().await?;
         match send().await {
             Err(StreamableHttpError::InsufficientScope(e)) => {
@@ -119,6 +125,16 @@ impl SignedInClient {
             }
             other => self.noted(other),
         }
+    }
+
+    /// Whether this connection found its browser sign-in refused and the store still says
+    /// so (no new `planmux login` since).
+    fn known_signed_out(&self) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        self.standing.signed_out().is_some()
+            && store.read().is_ok_and(|record| record.signed_out.is_some())
     }
 
     /// Client credentials with `scope` added, fetched once.

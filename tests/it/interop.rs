@@ -12,6 +12,7 @@
 //! Prerequisites are installed by `scripts/test` (npm ci --prefix tests/interop, and a
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
 
+mod oauth;
 mod real_data;
 mod support;
 
@@ -1599,8 +1600,8 @@ async fn the_conformance_server_scenarios_pass_through_planmux_as_directly() -> 
 
 /// The suite's client scenarios against planmux's downstream side: its test server is
 /// planmux's one server, and a host (tests/interop/conformance_client.py, the Python SDK)
-/// drives planmux. The auth scenarios are left out: planmux does not do OAuth for its
-/// servers (it sends the headers the config gives).
+/// drives planmux. The auth scenarios are the next test's (on the suite's 0.2 line, which
+/// has many more of them).
 #[tokio::test]
 async fn the_conformance_client_scenarios_pass_against_planmux_downstream_side() -> R {
     let suite = ConformanceSuite::find()?;
@@ -1611,14 +1612,7 @@ async fn the_conformance_client_scenarios_pass_against_planmux_downstream_side()
         .filter(|s| !s.starts_with("auth/"))
         .collect();
     assert!(scenarios.len() >= 4, "{scenarios:?}");
-    let client = format!(
-        "{} {} {}",
-        support::python().display(),
-        common::interop_dir()
-            .join("conformance_client.py")
-            .display(),
-        common::bin()
-    );
+    let client = conformance_client();
     for scenario in &scenarios {
         let outcome = suite
             .run(&["client", "--command", &client, "--scenario", scenario])
@@ -1632,6 +1626,179 @@ async fn the_conformance_client_scenarios_pass_against_planmux_downstream_side()
     Ok(())
 }
 
+/// What the suite's `--spec-version` is for an extension scenario: none (extensions are not
+/// on the specification's timeline; the suite runs them at the 2025-11-25 wire).
+const EXTENSION: &str = "extension";
+
+/// Auth scenarios planmux fails on purpose, each with why, as (scenario, wire): the test
+/// checks that each still fails, so that the list stays true.
+const AUTH_EXPECTED_FAILURES: &[(&str, &str, &str)] = &[
+    (
+        "auth/dpop",
+        EXTENSION,
+        "DPoP-bound tokens (SEP-1932): not in scope (rmcp has no DPoP)",
+    ),
+    (
+        "auth/dpop-nonce",
+        EXTENSION,
+        "DPoP nonces (SEP-1932): not in scope (rmcp has no DPoP)",
+    ),
+    (
+        "auth/wif-jwt-bearer",
+        EXTENSION,
+        "a workload identity's JWT-bearer grant: not in scope",
+    ),
+    (
+        "auth/client-credentials-jwt",
+        EXTENSION,
+        "client credentials by private_key_jwt: not in scope (client_secret only)",
+    ),
+    (
+        "auth/enterprise-managed-authorization",
+        EXTENSION,
+        "enterprise-managed authorization (ID-JAG token exchange): not in scope",
+    ),
+];
+
+/// At the 2026-07-28 wire, the scenarios whose sign-in ends in a connection to the suite's
+/// server, which at that wire speaks only 2026-07-28 (`server/discover`, no `initialize`):
+/// expected to fail, for one reason. The refusal scenarios (resource-mismatch, iss-*
+/// refused, metadata-issuer-mismatch) are judged by what the authorization server saw,
+/// and pass.
+const AUTH_NEEDING_THE_2026_WIRE: &[&str] = &[
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+];
+const THE_2026_WIRE: &str = "planmux's downstream does not speak 2026-07-28 yet (issue 34)";
+
+/// Why planmux is expected to fail `scenario` at `wire`, if it is.
+fn auth_expected_failure(scenario: &str, wire: &str) -> Option<&'static str> {
+    if wire == "2026-07-28" && AUTH_NEEDING_THE_2026_WIRE.contains(&scenario) {
+        return Some(THE_2026_WIRE);
+    }
+    AUTH_EXPECTED_FAILURES
+        .iter()
+        .find(|(s, w, _)| *s == scenario && *w == wire)
+        .map(|(_, _, why)| *why)
+}
+
+/// The suite's auth scenarios (its 0.2 line, the npm alias `conformance-next`) against
+/// planmux as the OAuth client of its server: tests/interop/conformance_client.py writes
+/// the sign-in keys the scenario is about, runs `planmux login` with a headless browser
+/// (tests/interop/headless_browser.py; the suite's authorization server approves at once)
+/// before serving and again when a call says the server needs a sign-in, and calls the
+/// server's tools through `planmux serve`. Every scenario on the specification's timeline
+/// runs at the 2025-11-25 wire and at the 2026-07-28 wire (`--force`: those introduced in
+/// 2026-07-28 also run at 2025-11-25, where planmux can finish them), the 2025-03-26
+/// ones at theirs, the extensions once. Every one passes but the expected failures
+/// above, and each of those still fails.
+#[tokio::test]
+async fn the_conformance_auth_scenarios_pass_against_planmux_downstream_side() -> R {
+    use futures::StreamExt as _;
+    let suite = ConformanceSuite::next()?;
+    let listed = suite.run(&["list", "--client"]).await?.report;
+    // "  - auth/NAME [2025-11-25,2026-07-28]": the scenario and the versions it is in.
+    let mut runs = Vec::new();
+    for line in listed.lines() {
+        let Some((scenario, versions)) = line
+            .trim_start_matches("  - ")
+            .split_once(" [")
+            .filter(|(s, _)| s.starts_with("auth/"))
+        else {
+            continue;
+        };
+        let wires: &[&str] = match versions.trim_end_matches(']') {
+            EXTENSION => &[EXTENSION],
+            "2025-03-26" => &["2025-03-26"],
+            _ => &["2025-11-25", "2026-07-28"],
+        };
+        runs.extend(wires.iter().map(|wire| (scenario.to_owned(), *wire)));
+    }
+    assert!(runs.len() >= 56, "{listed}");
+    for (scenario, wire, _) in AUTH_EXPECTED_FAILURES {
+        assert!(
+            runs.iter().any(|(s, w)| s == scenario && w == wire),
+            "{scenario} is no longer in the suite"
+        );
+    }
+    let client = conformance_client();
+    let verdicts: Vec<(String, &str, Verdict)> = futures::stream::iter(runs)
+        .map(|(scenario, wire)| {
+            let (suite, client) = (&suite, &client);
+            async move {
+                let mut args = vec!["client", "--command", client, "--scenario", &scenario];
+                if wire != EXTENSION {
+                    args.extend(["--spec-version", wire, "--force"]);
+                }
+                let verdict = suite.run(&args).await;
+                verdict.map(|v| (scenario.clone(), wire, v))
+            }
+        })
+        .buffer_unordered(3)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<_>>()?;
+    let mut wrong = Vec::new();
+    for (scenario, wire, verdict) in &verdicts {
+        let passed = verdict.exited_ok && verdict.report.contains("OVERALL: PASSED");
+        let skipped = verdict.report.lines().any(|l| l.starts_with("SKIPPED"));
+        match auth_expected_failure(scenario, wire) {
+            _ if skipped => wrong.push(format!(
+                "{scenario} at {wire} was skipped:\n{}",
+                verdict.report
+            )),
+            None if !passed => {
+                wrong.push(format!("{scenario} at {wire} fails:\n{}", verdict.report))
+            }
+            Some(why) if passed => wrong.push(format!(
+                "{scenario} at {wire} passes: take it off the expected failures ({why})"
+            )),
+            _ => {}
+        }
+    }
+    let passed = verdicts
+        .iter()
+        .filter(|(s, w, _)| auth_expected_failure(s, w).is_none())
+        .count();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    eprintln!(
+        "conformance auth runs: {passed} pass, and the {} expected failures still fail",
+        verdicts.len() - passed
+    );
+    Ok(())
+}
+
+/// The command the suite runs as its client under test: the Python SDK host of
+/// tests/interop/conformance_client.py driving planmux.
+fn conformance_client() -> String {
+    format!(
+        "{} {} {}",
+        support::python().display(),
+        common::interop_dir()
+            .join("conformance_client.py")
+            .display(),
+        common::bin()
+    )
+}
+
 /// The installed conformance suite.
 struct ConformanceSuite {
     node: std::path::PathBuf,
@@ -1640,16 +1807,32 @@ struct ConformanceSuite {
 
 /// One scenario's verdict and the suite's whole report.
 struct Verdict {
+    /// Its summary says nothing failed (warnings aside).
     passed: bool,
+    /// The suite exited 0: nothing failed, warned, timed out, or was skipped.
+    exited_ok: bool,
     report: String,
 }
 
 impl ConformanceSuite {
+    /// The suite the server scenarios pin (tests/interop/package.json).
     fn find() -> anyhow::Result<Self> {
+        Self::installed("@modelcontextprotocol/conformance")
+    }
+
+    /// The suite's 0.2 line, for the auth scenarios (npm alias `conformance-next`).
+    fn next() -> anyhow::Result<Self> {
+        Self::installed("conformance-next")
+    }
+
+    fn installed(package: &str) -> anyhow::Result<Self> {
         let interop = common::interop_dir();
         let suite = Self {
             node: interop.join("node_modules/.bin/node"),
-            script: interop.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+            script: interop
+                .join("node_modules")
+                .join(package)
+                .join("dist/index.js"),
         };
         anyhow::ensure!(
             suite.node.exists() && suite.script.exists(),
@@ -1682,6 +1865,8 @@ impl ConformanceSuite {
         let run = tokio::process::Command::new(&self.node)
             .arg(&self.script)
             .args(args)
+            // The suite sets it for the scenarios that have one; one of ours must not leak.
+            .env_remove("MCP_CONFORMANCE_CONTEXT")
             .kill_on_drop(true)
             .output();
         let out = tokio::time::timeout(std::time::Duration::from_secs(120), run).await??;
@@ -1693,7 +1878,11 @@ impl ConformanceSuite {
         let passed = report
             .lines()
             .any(|l| l.contains("Passed:") && l.contains(", 0 failed"));
-        Ok(Verdict { passed, report })
+        Ok(Verdict {
+            passed,
+            exited_ok: out.status.success(),
+            report,
+        })
     }
 }
 

@@ -31,6 +31,7 @@ const SPAWNS: &[(&str, &str)] = &[
     ),
     ("downstream/mod.rs", "self.tracker.spawn(work);"),
     ("downstream/server.rs", "self.tracker.spawn(async move {"),
+    ("downstream/sign_ins.rs", "self.tracker.spawn(async move {"),
     ("downstream/transport.rs", "tracker.spawn(async move {"),
     (
         "downstream/transport.rs",
@@ -101,6 +102,13 @@ const SPAWNS: &[(&str, &str)] = &[
         "wire/reader.rs",
         "Some(AbortOnDropHandle::new(tokio::spawn(run)))",
     ),
+    // A sign-in's loopback listener: its connections are a tracker the listener closes
+    // and waits for (2 s) once the redirect came.
+    ("oauth/callback.rs", "connections.spawn(async move {"),
+    // The user's browser opener: kept, waited for after the sign-in, killed on drop.
+    ("oauth/login.rs", ".spawn()"),
+    // Blocking file work of the sign-in store, awaited where it is spawned.
+    ("oauth/store.rs", "tokio::task::spawn_blocking(work)"),
     // A transport's writer task ends when its transport is dropped (its queue closes).
     (
         "wire/writer.rs",
@@ -113,8 +121,10 @@ const SPAWNS: &[(&str, &str)] = &[
 /// requests) and the demo servers (servers themselves).
 const ERRORS: &[&str] = &["upstream", "wire/", "downstream/relay.rs", "demo/"];
 
-/// Where processes are started: the transport, which puts each in its own group.
-const COMMANDS: &[&str] = &["downstream/transport.rs"];
+/// Where processes are started: the transport, which puts each server in its own group;
+/// and `planmux login`, which starts the user's browser opener (`$BROWSER`, `xdg-open`):
+/// no server, and the browser it opens must outlive it.
+const COMMANDS: &[&str] = &["downstream/transport.rs", "oauth/login.rs"];
 
 #[test]
 fn every_file_says_what_it_is() -> anyhow::Result<()> {

@@ -1,13 +1,22 @@
-// Authorization server for the planmux OAuth e2e test: panva's oidc-provider
+// Authorization server for planmux's OAuth end-to-end test (tests/it/interop/oauth.rs),
+// run on the Node 22 of tests/interop (oidc-provider 9 wants 22): panva's oidc-provider
 // (certified OpenID provider) with open DCR, PKCE S256, refresh tokens, RFC 8707
 // resource indicators -> RS256 JWT access tokens (aud = MCP resource), RFC 7009
 // revocation, RFC 9207 iss, and the built-in devInteractions login/consent forms.
 //
 //   AS_PORT=9400 MCP_RESOURCE=http://127.0.0.1:8765/mcp AT_TTL=5 node as.mjs
 //
-// Test-only extra: POST /admin/revoke?sub=alice (and/or &client_id=...) drops every
-// grant, refresh token, access-token record, code and session of that user/client,
-// so the next refresh gets invalid_grant (already issued JWTs stay valid until exp).
+// Test-only extras:
+// - POST /admin/revoke?sub=alice (and/or &client_id=...) drops every grant, refresh
+//   token, access-token record, code and session of that user/client, so the next
+//   refresh gets invalid_grant (already issued JWTs stay valid until exp).
+// - GET /admin/seen: how many token requests of each grant type succeeded (`grants`) and
+//   failed (`refused`, by `grant_type:error`), and every authorization code, access
+//   token and refresh token issued, for a test that looks for them where they must not be.
+// - POST /admin/hang-token?on=1 (on=0 to stop): token requests from then on get no
+//   answer, as from an authorization server that hangs.
+// - POST /admin/token-delay?ms=500 (ms=0 to stop): token requests are answered that much
+//   later, so that two clients' refreshes overlap.
 import crypto from 'node:crypto';
 import Provider, { errors } from 'oidc-provider';
 
@@ -81,7 +90,40 @@ const provider = new Provider(ISSUER, {
   clientBasedCORS: () => true,
 });
 
+const seen = { grants: {}, refused: {}, codes: [], access_tokens: [], refresh_tokens: [] };
+provider.on('authorization.success', (ctx, out) => { if (out.code) seen.codes.push(out.code); });
+provider.on('grant.success', (ctx) => {
+  const grant = ctx.oidc.params.grant_type;
+  seen.grants[grant] = (seen.grants[grant] ?? 0) + 1;
+  if (ctx.body?.access_token) seen.access_tokens.push(ctx.body.access_token);
+  if (ctx.body?.refresh_token) seen.refresh_tokens.push(ctx.body.refresh_token);
+});
+provider.on('grant.error', (ctx, err) => {
+  const key = `${ctx.oidc?.params?.grant_type ?? '?'}:${err.error ?? err.message}`;
+  seen.refused[key] = (seen.refused[key] ?? 0) + 1;
+  console.log(`token request refused: ${key}`);
+});
+let hangToken = false;
+let tokenDelay = 0;
+
 provider.use(async (ctx, next) => {
+  if (ctx.method === 'GET' && ctx.path === '/admin/seen') { ctx.body = seen; return; }
+  if (ctx.method === 'POST' && ctx.path === '/admin/hang-token') {
+    hangToken = ctx.query.on !== '0';
+    ctx.body = { hang: hangToken };
+    return;
+  }
+  if (ctx.method === 'POST' && ctx.path === '/admin/token-delay') {
+    tokenDelay = Number(ctx.query.ms ?? 0);
+    ctx.body = { delay_ms: tokenDelay };
+    return;
+  }
+  if (hangToken && ctx.method === 'POST' && ctx.path === '/token') {
+    await new Promise(() => {}); // never answers; the client's own bound ends it
+  }
+  if (tokenDelay > 0 && ctx.method === 'POST' && ctx.path === '/token') {
+    await new Promise((resolve) => setTimeout(resolve, tokenDelay));
+  }
   if (ctx.method === 'POST' && ctx.path === '/admin/revoke') {
     const sub = ctx.query.sub; const clientId = ctx.query.client_id;
     let n = 0;

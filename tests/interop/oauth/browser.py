@@ -8,9 +8,9 @@ log in and consent like a user would, then deliver the final redirect (the
     python browser.py --deny URL                                   # press "Cancel"
     python browser.py --no-deliver URL                             # only print redirect
 
-Usable as planmux's BROWSER command (the URL is the last argument). Exit status 0
-when a redirect back to a non-AS origin was reached (printed on stdout).
-Standard library only.
+Usable as planmux's BROWSER command (the URL is the last argument), as
+tests/it/interop/oauth.rs uses it. Exit status 0 when a redirect back to a non-AS
+origin was reached (printed on stdout). Standard library only.
 """
 
 import http.cookiejar

@@ -1,4 +1,6 @@
-"""OAuth-protected MCP server (FastMCP, Streamable HTTP) for the planmux e2e test.
+"""OAuth-protected MCP server (FastMCP, Streamable HTTP) for planmux's OAuth end-to-end
+test (tests/it/interop/oauth.rs). It runs in tests/interop/.venv-peers (fastmcp and mcp as
+tests/interop/requirements-peers.txt pins them; scripts/install-interop makes it).
 
 Verifies RS256 JWT access tokens from the AS via its JWKS (iss, aud, exp, scope),
 publishes RFC 9728 protected-resource metadata and answers 401 with
