@@ -61,7 +61,7 @@ fn installed(path: PathBuf, what: &str) -> PathBuf {
 /// servers.toml (the remote server, its tools read-only so that plans run without an
 /// approval, and a built-in demo), planmux's data folder (`XDG_DATA_HOME`) and the logs.
 /// Both servers are killed when it is dropped.
-struct Fixture {
+pub(super) struct Fixture {
     dir: tempfile::TempDir,
     as_port: u16,
     mcp_url: String,
@@ -71,7 +71,7 @@ struct Fixture {
 }
 
 impl Fixture {
-    async fn start() -> anyhow::Result<Self> {
+    pub(super) async fn start() -> anyhow::Result<Self> {
         let node = installed(
             common::interop_dir().join("node_modules/.bin/node"),
             "Node 22 (npm package `node`)",
@@ -191,7 +191,7 @@ impl Fixture {
     }
 
     /// Both servers' output, for a failure.
-    fn logs(&self) -> String {
+    pub(super) fn logs(&self) -> String {
         ["as.log", "as.err", "mcp.log", "mcp.err"]
             .iter()
             .map(|name| {
@@ -205,7 +205,7 @@ impl Fixture {
     }
 
     /// A test-only route of the authorization server (as.mjs), as JSON.
-    async fn admin(&self, method: &str, path: &str) -> anyhow::Result<Value> {
+    pub(super) async fn admin(&self, method: &str, path: &str) -> anyhow::Result<Value> {
         let (status, body) = http(self.as_port, method, path).await?;
         anyhow::ensure!(status == 200, "{method} {path}: HTTP {status}: {body}");
         Ok(serde_json::from_str(&body)?)
@@ -224,7 +224,7 @@ impl Fixture {
     }
 
     /// How many refresh-token requests the authorization server refused with invalid_grant.
-    async fn refused_refreshes(&self) -> anyhow::Result<u64> {
+    pub(super) async fn refused_refreshes(&self) -> anyhow::Result<u64> {
         Ok(self.seen().await?["refused"]["refresh_token:invalid_grant"]
             .as_u64()
             .unwrap_or(0))
@@ -263,7 +263,7 @@ impl Fixture {
     }
 
     /// The browser command: browser.py with `flags`, on the venv's Python.
-    fn browser(&self, flags: &str) -> String {
+    pub(super) fn browser(&self, flags: &str) -> String {
         format!(
             "{} {} {flags}",
             self.python.display(),
@@ -273,7 +273,12 @@ impl Fixture {
 
     /// `planmux ARGS --config servers.toml` with this fixture's data folder, cache and
     /// browser; `RUST_LOG` as given.
-    fn planmux(&self, args: &[&str], browser: &str, rust_log: &str) -> tokio::process::Command {
+    pub(super) fn planmux(
+        &self,
+        args: &[&str],
+        browser: &str,
+        rust_log: &str,
+    ) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(common::bin());
         command
             .arg("--config")
@@ -301,7 +306,12 @@ impl Fixture {
     }
 
     /// `planmux login remote` with the headless browser (`flags` for it).
-    async fn login(&self, extra: &[&str], flags: &str, rust_log: &str) -> anyhow::Result<Output> {
+    pub(super) async fn login(
+        &self,
+        extra: &[&str],
+        flags: &str,
+        rust_log: &str,
+    ) -> anyhow::Result<Output> {
         let mut args = vec!["login", "remote"];
         args.extend_from_slice(extra);
         self.run(&args, &self.browser(flags), rust_log).await
@@ -441,7 +451,7 @@ fn both(output: &Output) -> String {
 /// Waits until the kept token is old enough that the next call renews it: rmcp counts
 /// whole seconds since `token_received_at` and renews once fewer than
 /// [`RENEWAL_BUFFER`] of [`AT_TTL`] are left.
-async fn until_renewal_due(fixture: &Fixture) {
+pub(super) async fn until_renewal_due(fixture: &Fixture) {
     let received = fixture.record()["credentials"]["token_received_at"]
         .as_u64()
         .unwrap_or(0);
