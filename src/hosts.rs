@@ -193,5 +193,14 @@ impl HostFile {
     }
 }
 
+/// The remote server a host's `entry` reaches, or `None` for a local one (or no server at
+/// all): its `url`, or the URL of the `mcp-remote` bridge it runs.
+fn remote_server(entry: &serde_json::Map<String, Value>) -> Result<Option<remote::Remote>, String> {
+    if entry.get("command").and_then(Value::as_str).is_some() {
+        return Ok(mcp_remote::parse(entry));
+    }
+    remote::from_url(entry)
+}
+
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 
 use super::HostFile;
-use super::remote::{Remote, has_authorization, remote, texts};
+use super::remote::{Remote, has_authorization, texts};
+use super::remote_server;
 use super::variables::translate;
 
 /// What `import` made of a host's servers.
@@ -157,7 +158,7 @@ fn section(
     let mut notes = Vec::new();
     let mut out = format!("\n[servers.{planmux}]\n");
     let text = |key: &str| entry.get(key).and_then(Value::as_str);
-    let remote = remote(entry)?;
+    let remote = remote_server(entry)?;
     let stray: &[&str] = match (&remote, text("command")) {
         // mcp-remote: its args and env are read, the rest is for a process no more.
         (Some(_), Some(_)) => &["url", "serverUrl", "headers", "cwd"],

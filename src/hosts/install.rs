@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::remote::remote;
+use super::remote_server;
 use super::{Host, HostError, HostFile, sanitize};
 use crate::config::{ServerConfig, Transport};
 
@@ -194,7 +194,7 @@ fn stays(server: &ServerConfig, entry: &Value, runs: &Runs) -> Option<Why> {
             return None;
         }
         let sse = (entry.as_object())
-            .and_then(|entry| remote(entry).ok().flatten())
+            .and_then(|entry| remote_server(entry).ok().flatten())
             .is_some_and(|remote| remote.sse);
         return Some(if sse { Why::Sse } else { Why::Off });
     }

@@ -1,11 +1,9 @@
 //! A host's remote server, whichever way its entry reaches it: a `url` (Windsurf:
-//! `serverUrl`) with `headers`, or a stdio `mcp-remote` bridge ([`super::mcp_remote`]).
+//! `serverUrl`) with `headers`, or a stdio `mcp-remote` bridge (`mcp_remote.rs`).
 //! Import writes it as a `url` server; install asks whether it is SSE, which planmux
 //! does not speak.
 
 use serde_json::{Map, Value};
-
-use super::mcp_remote;
 
 /// A remote server as a host's entry describes it, its values as written there (import
 /// translates the host's `${…}` when it writes them).
@@ -50,13 +48,9 @@ pub(super) enum Declared {
     Unsaid,
 }
 
-/// The remote server `entry` reaches, or `None` for a local one (or no server at all).
-/// An entry that runs mcp-remote with a URL is that URL's server.
-pub(super) fn remote(entry: &Map<String, Value>) -> Result<Option<Remote>, String> {
+/// The remote server an entry with a `url` (or `serverUrl`) reaches; `None` without one.
+pub(super) fn from_url(entry: &Map<String, Value>) -> Result<Option<Remote>, String> {
     let text = |key: &str| entry.get(key).and_then(Value::as_str);
-    if text("command").is_some() {
-        return Ok(mcp_remote::parse(entry));
-    }
     let Some(url) = text("url").or_else(|| text("serverUrl")) else {
         return Ok(None);
     };

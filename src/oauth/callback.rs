@@ -13,8 +13,6 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use super::login::query_value;
-
 /// A redirect to the loopback listener, and where its page goes.
 type Arrival = (String, oneshot::Sender<Result<(), String>>);
 
@@ -139,4 +137,12 @@ fn html(status: StatusCode, title: &str, text: &str) -> Response<Full<Bytes>> {
         http::HeaderValue::from_static("text/html; charset=utf-8"),
     );
     response
+}
+
+/// The value of `key` in `url`'s query, decoded.
+pub(super) fn query_value(url: &str, key: &str) -> Option<String> {
+    let url = url::Url::parse(url).ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
 }

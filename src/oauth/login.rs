@@ -13,7 +13,7 @@ use std::time::Duration;
 use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession};
 use tokio::net::TcpListener;
 
-use super::callback;
+use super::callback::{self, query_value};
 use super::client::manager;
 use super::probe::{Probe, probe};
 use super::store::{Registration, Store};
@@ -362,13 +362,6 @@ async fn listen(port: Option<u16>) -> Result<TcpListener, String> {
 
 fn port_of(redirect_uri: &str) -> Option<u16> {
     url::Url::parse(redirect_uri).ok()?.port()
-}
-
-pub(super) fn query_value(url: &str, key: &str) -> Option<String> {
-    let url = url::Url::parse(url).ok()?;
-    url.query_pairs()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
 }
 
 /// Opens `url` in the user's browser: `$BROWSER`, else the system's opener. Failing
