@@ -155,16 +155,6 @@ pub async fn begin(
         .unwrap_or(false);
     manager.set_metadata(metadata);
 
-    // The redirect URI: the one a kept registration was made for, when its port is free.
-    let kept = record
-        .registration
-        .clone()
-        .filter(|r| r.issuer == issuer && configured.client_id.is_none());
-    let listener = listen(kept.as_ref().and_then(|r| port_of(&r.redirect_uri))).await?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-    let kept = kept.filter(|r| r.redirect_uri == redirect_uri);
-
     // A step-up asks for what was granted and what the server wants more.
     let granted = match &record.credentials {
         Some(credentials) if !record.wanted_scopes.is_empty() => credentials.granted_scopes.clone(),
@@ -179,6 +169,19 @@ pub async fn begin(
     if scopes.is_empty() {
         scopes = manager.select_initial_scopes(&[]).await;
     }
+
+    // The redirect URI: the one a kept registration was made for, when its port is free.
+    // A registration is kept while its issuer, its redirect URI and its scopes (an
+    // authorization server may refuse scopes a client was not registered for) still fit.
+    let kept = record.registration.clone().filter(|r| {
+        r.issuer == issuer
+            && configured.client_id.is_none()
+            && scopes.iter().all(|scope| r.scopes.contains(scope))
+    });
+    let listener = listen(kept.as_ref().and_then(|r| port_of(&r.redirect_uri))).await?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let kept = kept.filter(|r| r.redirect_uri == redirect_uri);
     let mut request = AuthorizationRequest::new(&redirect_uri)
         .with_client_name("planmux")
         .with_application_type("native")
@@ -218,6 +221,7 @@ pub async fn begin(
                 client_secret: config.client_secret,
                 redirect_uri: redirect_uri.clone(),
                 issuer: issuer.clone(),
+                scopes: scopes.clone(),
             });
         }
     }
@@ -280,7 +284,9 @@ impl Pending {
                 timeout.as_secs()
             )),
             Err(_) => Err(format!(
-                "no sign-in arrived within {} s: run `planmux login {name}` again",
+                "no sign-in arrived within {} s: run `planmux login {name}` again (if the \
+                 authorization server no longer knows planmux's client, `planmux logout \
+                 {name}` first makes it register anew)",
                 timeout.as_secs()
             )),
             Ok(Err(e)) => Err(format!("sign-in to '{name}' failed: {e}")),
@@ -408,6 +414,7 @@ mod tests {
             client_secret: None,
             redirect_uri: "http://127.0.0.1:1/callback".into(),
             issuer: None,
+            scopes: Vec::new(),
         })
     }
 

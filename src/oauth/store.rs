@@ -64,6 +64,9 @@ pub struct Registration {
     pub client_secret: Option<String>,
     pub redirect_uri: String,
     pub issuer: Option<String>,
+    /// The scopes it was registered with.
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 /// One server's sign-in on disk: rmcp's credential store for it.
