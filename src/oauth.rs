@@ -6,6 +6,7 @@
 
 mod callback;
 mod client;
+pub mod keychain;
 pub mod login;
 pub mod probe;
 pub mod store;

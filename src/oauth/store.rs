@@ -5,6 +5,10 @@
 //! A second lock is the refresh guard rmcp holds across a token refresh: one process
 //! refreshes, the other then reads the new token.
 //!
+//! Where the OS has a keychain (`keychain.rs`), a record's secrets (the token response, a
+//! registered client's secret) are kept there, one item per record, and its file says so
+//! (`in_keychain`); the rest of it, the file, still carries the lock and the stamp.
+//!
 //! A record is bound to its server's URL (the resource): another URL under the same name
 //! is another file, and a record whose `resource` differs is ignored. rmcp binds the
 //! tokens to their issuer (it drops them when the server's authorization server changes).
@@ -17,10 +21,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use nix::fcntl::{Flock, FlockArg};
 use rmcp::transport::auth::{
-    AuthError, CredentialRefreshGuard, CredentialStore, StoredCredentials,
+    AuthError, CredentialRefreshGuard, CredentialStore, OAuthTokenResponse, StoredCredentials,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use super::keychain::Keychain;
 
 /// The longest a lock is waited for: another planmux refreshing takes one token request
 /// (rmcp bounds it at 30 s); past this, something is stuck and the caller is told.
@@ -51,6 +57,9 @@ pub struct Record {
     /// an unauthenticated `initialize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub challenge: Option<String>,
+    /// Whether its secrets are in the OS keychain rather than in this file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_keychain: bool,
     /// Why the tokens no longer work (a refused refresh), until the next sign-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed_out: Option<String>,
@@ -69,18 +78,69 @@ pub struct Registration {
     pub scopes: Vec<String>,
 }
 
+/// A record's secrets, as the keychain keeps them.
+#[derive(Default, Serialize, Deserialize)]
+struct Secrets {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token_response: Option<OAuthTokenResponse>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_secret: Option<String>,
+}
+
+impl Secrets {
+    /// The secrets of `record`, taken out of it.
+    fn take(record: &mut Record) -> Secrets {
+        Secrets {
+            token_response: (record.credentials.as_mut()).and_then(|c| c.token_response.take()),
+            client_secret: (record.registration.as_mut()).and_then(|r| r.client_secret.take()),
+        }
+    }
+
+    /// Puts them back into `record`.
+    fn restore(self, record: &mut Record) {
+        if let Some(credentials) = record.credentials.as_mut() {
+            credentials.token_response = self.token_response;
+        }
+        if let Some(registration) = record.registration.as_mut() {
+            registration.client_secret = self.client_secret;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.token_response.is_none() && self.client_secret.is_none()
+    }
+}
+
 /// One server's sign-in on disk: rmcp's credential store for it.
 #[derive(Clone)]
 pub struct Store {
     server: String,
     resource: String,
     path: PathBuf,
+    /// Where its secrets go, if the OS has a keychain.
+    keychain: Option<Keychain>,
 }
 
 impl Store {
     /// The store of server `server` at `url`, in the data folder.
     pub fn new(server: &str, url: &str) -> Result<Self, String> {
-        Ok(Self::in_folder(&folder()?, server, url))
+        let mut store = Self::in_folder(&folder()?, server, url);
+        store.keychain = Keychain::system();
+        Ok(store)
+    }
+
+    /// The store with its secrets in `keychain` (tests give a mock one).
+    pub fn with_keychain(mut self, keychain: Keychain) -> Self {
+        self.keychain = Some(keychain);
+        self
+    }
+
+    /// The record's keychain item: its file's name.
+    fn account(&self) -> String {
+        self.path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 
     /// The store in `folder` (tests use their own).
@@ -91,6 +151,7 @@ impl Store {
             server: server.to_owned(),
             resource: url.to_owned(),
             path: folder.join(format!("{server}-{hash}.json")),
+            keychain: None,
         }
     }
 
@@ -126,11 +187,37 @@ impl Store {
                     self.server
                 )
             })?;
-        Ok(if record.resource == self.resource {
-            record
-        } else {
-            empty
-        })
+        if record.resource != self.resource {
+            return Ok(empty);
+        }
+        self.with_secrets(record)
+    }
+
+    /// `record` with its secrets back from the keychain, when they are there.
+    fn with_secrets(&self, mut record: Record) -> Result<Record, String> {
+        if !record.in_keychain {
+            return Ok(record);
+        }
+        let Some(keychain) = &self.keychain else {
+            return Err(format!(
+                "the sign-in of '{}' is in the OS keychain, which planmux cannot reach now (no desktop session, or PLANMUX_KEYCHAIN=off): sign in again with `planmux login {}`",
+                self.server, self.server
+            ));
+        };
+        let kept = keychain.get(&self.account()).map_err(|e| {
+            format!(
+                "cannot read the sign-in of '{}' from the OS keychain: {e}",
+                self.server
+            )
+        })?;
+        if let Some(text) = kept {
+            let secrets: Secrets = serde_json::from_str(&text).map_err(|e| {
+                format!("the keychain item of '{}' is damaged ({e}): run `planmux logout {}` and sign in again", self.server, self.server)
+            })?;
+            secrets.restore(&mut record);
+        }
+        record.in_keychain = false;
+        Ok(record)
     }
 
     /// Changes the record under the write lock: read, `change`, written whole.
@@ -141,9 +228,12 @@ impl Store {
         self.write(&record)
     }
 
-    /// Removes the record (logout); whether there was one.
+    /// Removes the record (logout), and its keychain item; whether there was one.
     pub fn remove(&self) -> Result<bool, String> {
         let _lock = self.lock("lock")?;
+        if let Some(keychain) = &self.keychain {
+            keychain.delete(&self.account())?;
+        }
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -159,7 +249,26 @@ impl Store {
     }
 
     fn write(&self, record: &Record) -> Result<(), String> {
-        let text = serde_json::to_vec_pretty(record).map_err(|e| e.to_string())?;
+        let mut on_disk = record.clone();
+        if let Some(keychain) = &self.keychain {
+            let secrets = Secrets::take(&mut on_disk);
+            let account = self.account();
+            let kept = if secrets.is_empty() {
+                keychain.delete(&account)
+            } else {
+                let text = serde_json::to_string(&secrets).map_err(|e| e.to_string())?;
+                keychain.set(&account, &text)
+            };
+            match kept {
+                Ok(()) => on_disk.in_keychain = !secrets.is_empty(),
+                Err(e) => {
+                    // The file is the user's alone: better there than lost.
+                    tracing::warn!(server = %self.server, error = %e, "the OS keychain refused the sign-in: it is kept in its file");
+                    on_disk = record.clone();
+                }
+            }
+        }
+        let text = serde_json::to_vec_pretty(&on_disk).map_err(|e| e.to_string())?;
         let temporary = self.path.with_extension("json.tmp");
         let failed = |e: std::io::Error| format!("cannot write {}: {e}", self.path.display());
         let mut file = std::fs::OpenOptions::new()
@@ -359,6 +468,58 @@ mod tests {
             .open(&path)
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(Flock::lock(other, FlockArg::LockExclusiveNonblock).is_ok());
+    }
+
+    /// With a keychain, the file holds no secret; the record reads back whole, and a
+    /// process without the keychain is told where the sign-in is rather than signed out.
+    #[tokio::test]
+    async fn with_a_keychain_the_secrets_leave_the_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mock = keyring_core::mock::Store::new().unwrap_or_else(|e| panic!("{e}"));
+        let keychain = Keychain::of(mock);
+        let store =
+            Store::in_folder(dir.path(), "s", "https://a/mcp").with_keychain(keychain.clone());
+        let token: OAuthTokenResponse = serde_json::from_value(serde_json::json!({
+            "access_token": "at-secret", "token_type": "Bearer", "refresh_token": "rt-secret",
+            "expires_in": 60
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let credentials =
+            StoredCredentials::new("c1".into(), Some(token), vec!["read".into()], Some(1));
+        assert!(store.save(credentials).await.is_ok());
+        let registered = store.update(|record| {
+            record.registration = Some(Registration {
+                client_id: "c1".into(),
+                client_secret: Some("cs-secret".into()),
+                redirect_uri: "http://127.0.0.1:1/callback".into(),
+                issuer: None,
+                scopes: vec![],
+            })
+        });
+        assert_eq!(registered, Ok(()));
+        let file = std::fs::read_to_string(store.path()).unwrap_or_default();
+        for secret in ["at-secret", "rt-secret", "cs-secret"] {
+            assert!(!file.contains(secret), "{secret} in {file}");
+        }
+        assert!(file.contains("\"in_keychain\": true"), "{file}");
+        let item = keychain.get(&store.account()).unwrap_or_default();
+        assert!(
+            item.is_some_and(|i| i.contains("at-secret")),
+            "one item, named as the file"
+        );
+        let back = store.read().unwrap_or_else(|e| panic!("{e}"));
+        let token = back.credentials.and_then(|c| c.token_response);
+        let token = serde_json::to_value(token).unwrap_or_default();
+        assert_eq!(token["access_token"], "at-secret");
+        let secret = back.registration.and_then(|r| r.client_secret);
+        assert_eq!(secret.as_deref(), Some("cs-secret"));
+        // Without the keychain: an error that says where the sign-in is.
+        let elsewhere = Store::in_folder(dir.path(), "s", "https://a/mcp");
+        let error = elsewhere.read().err().unwrap_or_default();
+        assert!(error.contains("OS keychain"), "{error}");
+        // Logout forgets the item too.
+        assert_eq!(store.remove(), Ok(true));
+        assert_eq!(keychain.get(&store.account()), Ok(None));
     }
 
     #[test]

@@ -139,6 +139,8 @@ async def auth_main(planmux: str, url: str) -> int:
             "XDG_DATA_HOME": os.path.join(folder, "data"),
             "BROWSER": f"{sys.executable} {HEADLESS_BROWSER}",
             "RUST_LOG": os.environ.get("RUST_LOG", "warn"),
+            # Sign-ins in the temporary folder, never in the desktop's keychain.
+            "PLANMUX_KEYCHAIN": "off",
         }
         sign_ins = 0
         if not scenario.startswith("auth/client-credentials"):  # those sign in by themselves

@@ -13,6 +13,7 @@
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
 
 mod oauth;
+mod oauth_keychain;
 mod oauth_link;
 mod real_data;
 mod support;

@@ -231,7 +231,7 @@ impl Fixture {
     }
 
     /// planmux's data folder, shared by every planmux process of the test.
-    fn data_home(&self) -> PathBuf {
+    pub(super) fn data_home(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
@@ -289,6 +289,9 @@ impl Fixture {
             .env("BROWSER", browser)
             .env("RUST_LOG", rust_log)
             .env("NO_COLOR", "1")
+            // Never the desktop's keychain (oauth_keychain.rs starts a keychain of its own).
+            .env("PLANMUX_KEYCHAIN", "off")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
             .env_remove("PLANMUX_CONFIG")
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
