@@ -111,28 +111,49 @@ impl Secrets {
     }
 }
 
+/// Where a store keeps a record's secrets.
+#[derive(Clone)]
+enum SecretsIn {
+    /// The OS keychain when there is one, else the record's file.
+    System,
+    /// This keychain (tests).
+    Given(Keychain),
+    /// The record's file.
+    File,
+}
+
 /// One server's sign-in on disk: rmcp's credential store for it.
 #[derive(Clone)]
 pub struct Store {
     server: String,
     resource: String,
     path: PathBuf,
-    /// Where its secrets go, if the OS has a keychain.
-    keychain: Option<Keychain>,
+    /// Where its secrets go.
+    keychain: SecretsIn,
 }
 
 impl Store {
     /// The store of server `server` at `url`, in the data folder.
     pub fn new(server: &str, url: &str) -> Result<Self, String> {
         let mut store = Self::in_folder(&folder()?, server, url);
-        store.keychain = Keychain::system();
+        store.keychain = SecretsIn::System;
         Ok(store)
     }
 
     /// The store with its secrets in `keychain` (tests give a mock one).
     pub fn with_keychain(mut self, keychain: Keychain) -> Self {
-        self.keychain = Some(keychain);
+        self.keychain = SecretsIn::Given(keychain);
         self
+    }
+
+    /// The keychain its secrets go to, if any (the OS's is looked for only when a secret
+    /// is read or written: a stamp or a lock never waits for it).
+    fn keychain(&self) -> Option<Keychain> {
+        match &self.keychain {
+            SecretsIn::System => Keychain::system(),
+            SecretsIn::Given(keychain) => Some(keychain.clone()),
+            SecretsIn::File => None,
+        }
     }
 
     /// The record's keychain item: its file's name.
@@ -151,7 +172,7 @@ impl Store {
             server: server.to_owned(),
             resource: url.to_owned(),
             path: folder.join(format!("{server}-{hash}.json")),
-            keychain: None,
+            keychain: SecretsIn::File,
         }
     }
 
@@ -198,7 +219,7 @@ impl Store {
         if !record.in_keychain {
             return Ok(record);
         }
-        let Some(keychain) = &self.keychain else {
+        let Some(keychain) = self.keychain() else {
             return Err(format!(
                 "the sign-in of '{}' is in the OS keychain, which planmux cannot reach now (no desktop session, or PLANMUX_KEYCHAIN=off): sign in again with `planmux login {}`",
                 self.server, self.server
@@ -231,7 +252,7 @@ impl Store {
     /// Removes the record (logout), and its keychain item; whether there was one.
     pub fn remove(&self) -> Result<bool, String> {
         let _lock = self.lock("lock")?;
-        if let Some(keychain) = &self.keychain {
+        if let Some(keychain) = self.keychain() {
             keychain.delete(&self.account())?;
         }
         match std::fs::remove_file(&self.path) {
@@ -250,7 +271,7 @@ impl Store {
 
     fn write(&self, record: &Record) -> Result<(), String> {
         let mut on_disk = record.clone();
-        if let Some(keychain) = &self.keychain {
+        if let Some(keychain) = self.keychain() {
             let secrets = Secrets::take(&mut on_disk);
             let account = self.account();
             let kept = if secrets.is_empty() {
