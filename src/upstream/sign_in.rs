@@ -1,5 +1,7 @@
 //! A host's call to a server that needs the user to sign in (OAuth), when the host can
-//! show a link (URL-mode elicitation, protocol 2025-11-25): planmux prepares the sign-in
+//! show a link (URL-mode elicitation, protocol 2025-11-25) and runs planmux itself (over
+//! stdio: the browser's redirect comes back to a loopback port of the same machine):
+//! planmux prepares the sign-in
 //! (`oauth::login::begin`), offers its link to the host, waits for the browser's redirect,
 //! tells the host the sign-in is complete (`notifications/elicitation/complete`), and the
 //! waiting call goes on. Calls that meet the same server meanwhile wait for this one
@@ -33,6 +35,11 @@ impl Upstream {
         });
         if !takes_links {
             return Err("the host cannot show a sign-in link".into());
+        }
+        // The redirect comes back to a loopback port of this machine: a host reaching
+        // planmux over HTTP may be on another one, whose browser could not deliver it.
+        if self.host.is_shared() {
+            return Err("the host reaches planmux over HTTP; sign in on planmux's machine".into());
         }
         let Some(found) = self.downstreams.signs_in_with_browser(server) else {
             return Err(format!("'{server}' does not sign in with a browser"));
