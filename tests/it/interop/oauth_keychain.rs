@@ -38,8 +38,13 @@ struct Keyring {
 impl Keyring {
     async fn start() -> anyhow::Result<Self> {
         let home = tempfile::tempdir()?;
+        // The bus starts with the test's own home: a keyring it activates by itself keeps
+        // its files there too, never in the user's.
         let mut bus = tokio::process::Command::new(program("dbus-daemon"))
             .args(["--session", "--nofork", "--print-address=1"])
+            .env("HOME", home.path())
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env_remove("XDG_RUNTIME_DIR")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -59,9 +64,10 @@ impl Keyring {
             .env("HOME", home.path())
             .env("XDG_DATA_HOME", home.path().join("data"))
             .env_remove("GNOME_KEYRING_CONTROL")
+            .env_remove("XDG_RUNTIME_DIR")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(home.path().join("keyring.log"))?)
             .kill_on_drop(true)
             .spawn()?;
         if let Some(mut stdin) = keyring.stdin.take() {
@@ -73,22 +79,64 @@ impl Keyring {
             _bus: bus,
             _keyring: keyring,
         };
-        // Ready once it answers a search.
-        let ready = crate::common::eventually(Duration::from_secs(15), || {
-            std::process::Command::new(program("secret-tool"))
-                .args(["search", "service", "planmux-probe"])
+        // Ready once it owns the Secret Service's name (asked without activating anything:
+        // an activated keyring would not be the unlocked one), and a secret goes in and
+        // comes back.
+        let owned = crate::common::eventually(Duration::from_secs(20), || {
+            std::process::Command::new(program("dbus-send"))
+                .args([
+                    "--session",
+                    "--dest=org.freedesktop.DBus",
+                    "--print-reply",
+                    "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus.NameHasOwner",
+                    "string:org.freedesktop.secrets",
+                ])
                 .env("DBUS_SESSION_BUS_ADDRESS", &keyring.address)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success() || s.code() == Some(1))
+                .output()
+                .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("boolean true"))
         })
         .await;
         anyhow::ensure!(
-            ready,
-            "gnome-keyring-daemon did not answer on the test's bus"
+            owned,
+            "gnome-keyring-daemon did not take the Secret Service's name: {}",
+            keyring.log()
+        );
+        let mut store = std::process::Command::new(program("secret-tool"))
+            .args([
+                "store",
+                "--label=probe",
+                "service",
+                "planmux-test",
+                "username",
+                "probe",
+            ])
+            .env("DBUS_SESSION_BUS_ADDRESS", &keyring.address)
+            .stdin(Stdio::piped())
+            .spawn()?;
+        if let Some(mut stdin) = store.stdin.take() {
+            std::io::Write::write_all(&mut stdin, b"probe-secret")?;
+        }
+        anyhow::ensure!(
+            store.wait()?.success(),
+            "secret-tool could not store: {}",
+            keyring.log()
+        );
+        let back = std::process::Command::new(program("secret-tool"))
+            .args(["lookup", "service", "planmux-test", "username", "probe"])
+            .env("DBUS_SESSION_BUS_ADDRESS", &keyring.address)
+            .output()?;
+        anyhow::ensure!(
+            String::from_utf8_lossy(&back.stdout) == "probe-secret",
+            "the keyring does not give back what it took: {}",
+            keyring.log()
         );
         Ok(keyring)
+    }
+
+    /// What the keyring daemon said.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("keyring.log")).unwrap_or_default()
     }
 
     /// `secret-tool lookup service planmux user ACCOUNT`.
@@ -143,7 +191,11 @@ async fn sign_ins_live_in_the_os_keychain_where_there_is_one() -> anyhow::Result
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    assert!(file.contains("\"in_keychain\": true"), "{file}");
+    assert!(
+        file.contains("\"in_keychain\": true"),
+        "the sign-in is not in the keychain; login said:\n{said}\nthe keyring said:\n{}",
+        keyring.log()
+    );
     assert!(
         !file.contains("access_token"),
         "a token in the file: {file}"
