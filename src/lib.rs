@@ -16,6 +16,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod demo;
+mod dirs;
 pub mod downstream;
 pub mod exec;
 mod fnv;

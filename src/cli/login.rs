@@ -33,8 +33,8 @@ pub async fn login(config: &Config, server: &str, options: &Options) -> Report {
                 "signed in to '{server}' (issuer {issuer}; scopes: {scopes}); a running planmux uses it at its next call"
             ));
         }
-        Err(e) if e.contains(&format!("'{server}'")) => report.fail_message(&e),
-        Err(e) => report.fail_message(&format!("cannot sign in to '{server}': {e}")),
+        Err(e) if e.contains(&format!("'{server}'")) => report.fail(&anyhow::Error::msg(e)),
+        Err(e) => report.fail(&anyhow::anyhow!("cannot sign in to '{server}': {e}")),
     }
     report
 }
@@ -46,7 +46,7 @@ pub fn logout(config: &Config, server: &str) -> Report {
         return report;
     };
     let Transport::Http { url, .. } = &found.transport else {
-        report.fail_message(&format!(
+        report.fail(&anyhow::anyhow!(
             "server '{server}' is not a remote (url) server: it has no sign-in"
         ));
         return report;
@@ -56,7 +56,7 @@ pub fn logout(config: &Config, server: &str) -> Report {
             "signed out of '{server}': its tokens are deleted"
         )),
         Ok(false) => report.out(format_args!("'{server}' had no sign-in kept")),
-        Err(e) => report.fail_message(&e),
+        Err(e) => report.fail(&anyhow::Error::msg(e)),
     }
     report
 }
@@ -66,7 +66,7 @@ fn find<'a>(config: &'a Config, name: &str, report: &mut Report) -> Option<&'a S
     let found = config.servers.iter().find(|s| s.name == name);
     if found.is_none() {
         let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
-        report.fail_message(&format!(
+        report.fail(&anyhow::anyhow!(
             "{}: no server '{name}' (servers: {})",
             config.source,
             names.join(", ")

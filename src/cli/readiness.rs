@@ -50,12 +50,6 @@ async fn readiness(server: &ServerConfig) -> (Readiness, Option<String>) {
     else {
         return (Readiness::Ready, None);
     };
-    if headers
-        .keys()
-        .any(|k| k.eq_ignore_ascii_case("authorization"))
-    {
-        return (Readiness::Ready, None);
-    }
     if !server.unset.is_empty() {
         let note = format!(
             "\"{name}\" was not asked whether it needs sign-in ({}); if it does, run `planmux login {name}`",

@@ -66,12 +66,6 @@ impl Report {
         self.code = 1;
     }
 
-    /// A failure in planmux's words, on one line of stderr, exit code 1.
-    pub fn fail_message(&mut self, message: &str) {
-        self.err(format_args!("planmux: {message}"));
-        self.code = 1;
-    }
-
     /// The report with this exit code.
     pub fn exit(mut self, code: i32) -> Report {
         self.code = code;

@@ -238,14 +238,7 @@ fn folder() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("PLANMUX_CACHE_DIR") {
         return (!dir.is_empty()).then(|| PathBuf::from(dir));
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|d| !d.is_empty())
-                .map(|home| PathBuf::from(home).join(".cache"))
-        })?;
+    let base = crate::dirs::base("XDG_CACHE_HOME", ".cache")?;
     Some(base.join("planmux").join("catalogs"))
 }
 

@@ -94,6 +94,8 @@ pub struct Server {
     tracker: TaskTracker,
     /// Whether its OAuth sign-in works, as its connection last found it.
     standing: Arc<crate::oauth::Standing>,
+    /// Where its OAuth sign-in is kept (browser sign-in only), found at the first look.
+    sign_in_store: std::sync::OnceLock<Option<crate::oauth::store::Store>>,
     /// Held while a host is offered its sign-in, so that calls waiting on it at once
     /// offer it once.
     sign_in_turn: tokio::sync::Mutex<()>,
@@ -122,6 +124,7 @@ impl Server {
             changes,
             tracker,
             standing: Arc::default(),
+            sign_in_store: std::sync::OnceLock::new(),
             sign_in_turn: tokio::sync::Mutex::new(()),
         }
     }

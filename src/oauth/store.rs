@@ -339,14 +339,7 @@ impl Store {
 
 /// planmux's sign-in folder, made (0700) if missing.
 pub fn folder() -> Result<PathBuf, String> {
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|home| PathBuf::from(home).join(".local/share"))
-        })
+    let base = crate::dirs::base("XDG_DATA_HOME", ".local/share")
         .ok_or("neither XDG_DATA_HOME nor HOME is set: planmux has nowhere to keep sign-ins")?;
     let folder = base.join("planmux").join("oauth");
     std::fs::DirBuilder::new()

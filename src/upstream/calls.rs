@@ -7,6 +7,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use rmcp::service::RequestContext;
 
 use super::Upstream;
+use super::answers::cancellable;
 use crate::downstream::{Caller, DownstreamError};
 use crate::policy::Authorized;
 
@@ -50,14 +51,6 @@ impl Upstream {
         let call = self
             .downstreams
             .call_tool(request, proof, Some(caller), &cancel);
-        tokio::pin!(call);
-        tokio::select! {
-            result = &mut call => result,
-            () = context.ct.cancelled() => {
-                // Let the call tell its downstream, then finish.
-                cancel.cancel();
-                call.await
-            }
-        }
+        cancellable(call, &cancel, context).await
     }
 }

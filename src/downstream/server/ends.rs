@@ -53,12 +53,6 @@ impl Server {
 
     /// The error for a call whose connection ended, once the watcher recorded why.
     pub(super) fn exit_error(&self, error: &ServiceError) -> DownstreamError {
-        if let Some(signed_out) = self.standing.signed_out() {
-            return DownstreamError::NeedsSignIn {
-                server: self.config.name.clone(),
-                signed_out,
-            };
-        }
         // Libraries quote the URL they failed on: what reaches the host and the model
         // has its user info and query hidden, as the log has.
         let detail = match self.state() {

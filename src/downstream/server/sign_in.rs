@@ -7,6 +7,8 @@ use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use super::{Live, Server, State};
+use crate::config::{SignIn, Transport};
+use crate::oauth::store::Store;
 
 impl Server {
     /// Whether it waits for the user to sign in, with no sign-in made since it asked.
@@ -42,14 +44,17 @@ impl Server {
 
     /// When its sign-in record last changed (`None`: no OAuth sign-in, or none kept).
     pub(super) fn sign_in_stamp(&self) -> Option<std::time::SystemTime> {
-        match &self.config.transport {
-            crate::config::Transport::Http { url, .. } => {
-                crate::oauth::store::Store::new(&self.config.name, url)
-                    .ok()?
-                    .stamp()
-            }
-            _ => None,
-        }
+        let store = self
+            .sign_in_store
+            .get_or_init(|| match &self.config.transport {
+                Transport::Http {
+                    url,
+                    sign_in: SignIn::Browser(_),
+                    ..
+                } => Store::new(&self.config.name, url).ok(),
+                _ => None,
+            });
+        store.as_ref()?.stamp()
     }
 
     /// When the connection `live` found that the server needs the user to sign in: the
