@@ -13,6 +13,7 @@ mod misread;
 pub(crate) mod passthrough;
 mod plans;
 mod runs;
+mod sealed;
 mod search;
 mod sign_in;
 pub mod surface;
@@ -448,15 +449,25 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let cancel = self.shutdown.child_token();
-        let get = self.downstreams.get_prompt(request, &cancel);
-        let result = cancellable(get, &cancel, &context).await;
-        result
-            .map(|mut prompt| {
+        let caller = Caller::of(&context, &self.session);
+        // A server's state comes and goes sealed, bound to the prompt (`sealed.rs`).
+        let bound = format!("prompt {}", request.name);
+        let mut request = request;
+        sealed::open_retry(&mut request.request_state, &bound)?;
+        let get = self.downstreams.get_prompt(request, &caller, &cancel);
+        match cancellable(get, &cancel, &context).await {
+            Ok(GetPromptResponse::Complete(mut prompt)) => {
                 // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
                 prompt.result_type = Some(ResultType::COMPLETE);
-                prompt.into()
-            })
-            .map_err(routed_error)
+                Ok(prompt.into())
+            }
+            Ok(GetPromptResponse::InputRequired(mut asked)) => {
+                sealed::seal_asked(&mut asked, &bound)?;
+                Ok(GetPromptResponse::InputRequired(asked))
+            }
+            Ok(other) => Ok(other),
+            Err(error) => Err(routed_error(error)),
+        }
     }
 
     async fn complete(
@@ -576,17 +587,7 @@ impl ServerHandler for Upstream {
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         request.name = proof.tool().to_owned().into();
-        match self
-            .call_downstream(request, &proof, &caller, &context)
+        self.call_tool_downstream(request, &proof, &caller, &context)
             .await
-        {
-            Ok(CallToolResponse::Complete(mut result)) => {
-                // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
-                result.result_type = Some(ResultType::COMPLETE);
-                Ok(CallToolResponse::Complete(result))
-            }
-            Ok(other) => Ok(other),
-            Err(error) => host_answer(error).map(Into::into),
-        }
     }
 }

@@ -11,8 +11,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ContentBlock, CreateMessageRequest, ElicitRequest, JsonObject,
-    ListRootsRequest, LoggingMessageNotificationParam, MetaObject, ProgressNotificationParam,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateMessageRequest,
+    ElicitRequest, InputRequest, InputRequests, InputRequiredResult, JsonObject, ListRootsRequest,
+    LoggingMessageNotificationParam, MetaObject, ProgressNotificationParam, ProtocolVersion,
     ServerRequest, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -132,7 +133,6 @@ pub(super) async fn call(
             CallToolResult::structured(json!({ "extra": now }))
         }
         "extra" => CallToolResult::structured(json!({ "extra": true })),
-        "ask_host" => ask_host(args, ctx).await.unwrap_or_else(|f| f),
         "log" => {
             let message = args.get("message").cloned().unwrap_or(Value::Null);
             let level = args.get("level").cloned().unwrap_or_else(|| json!("info"));
@@ -178,39 +178,71 @@ async fn sleep(
     Ok(CallToolResult::structured(json!({ "slept_ms": ms })))
 }
 
-/// Sends the client a sampling, elicitation or roots request and returns its answer.
-async fn ask_host(
-    args: &JsonObject,
+/// Asks the client for sampling, elicitation or roots and returns its answer: with a
+/// request during the call (2025-11-25), or, to a 2026-07-28 client, with an
+/// `input_required` result keyed `answer` whose `requestState` must come back unchanged.
+pub(super) async fn ask_host(
+    request: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, CallToolResult> {
+) -> Result<CallToolResponse, ErrorData> {
+    let args = request.arguments.clone().unwrap_or_default();
     let kind = args.get("kind").and_then(Value::as_str).unwrap_or_default();
     let bad = |e: serde_json::Error| failure(e.to_string());
-    let request = match kind {
-        "sampling" => ServerRequest::CreateMessageRequest(CreateMessageRequest::new(
-            serde_json::from_value(json!({
+    let question = match question(kind).map_err(bad) {
+        Ok(Some(question)) => question,
+        Ok(None) => return Ok(failure(format!("unknown kind '{kind}'")).into()),
+        Err(failed) => return Ok(failed.into()),
+    };
+    let modern = ctx
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+    let state = format!("chaos-asked-{kind}");
+    let answer = if modern {
+        let answered = request
+            .input_responses
+            .as_ref()
+            .and_then(|responses| responses.get("answer"));
+        let Some(answer) = answered else {
+            let questions = InputRequests::from([("answer".to_owned(), question)]);
+            return Ok(InputRequiredResult::new(Some(questions), Some(state)).into());
+        };
+        if request.request_state.as_deref() != Some(state.as_str()) {
+            let came = request.request_state.as_deref().unwrap_or("none");
+            return Ok(failure(format!("the requestState came back changed: {came}")).into());
+        }
+        answer.clone()
+    } else {
+        let request = match question {
+            InputRequest::CreateMessage(r) => ServerRequest::CreateMessageRequest(r),
+            InputRequest::Elicitation(r) => ServerRequest::ElicitRequest(r),
+            InputRequest::ListRoots(r) => ServerRequest::ListRootsRequest(r),
+            _ => return Ok(failure("a question chaos does not ask").into()),
+        };
+        match ctx.peer.send_request(request).await {
+            Ok(answer) => serde_json::to_value(&answer).unwrap_or_default(),
+            Err(e) => return Ok(failure(format!("the client refused {kind}: {e}")).into()),
+        }
+    };
+    Ok(CallToolResult::structured(json!({ "kind": kind, "answer": answer })).into())
+}
+
+/// The question `ask_host` asks for `kind`, if it knows it.
+fn question(kind: &str) -> Result<Option<InputRequest>, serde_json::Error> {
+    Ok(Some(match kind {
+        "sampling" => {
+            InputRequest::CreateMessage(CreateMessageRequest::new(serde_json::from_value(json!({
                 "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
                 "maxTokens": 20
-            }))
-            .map_err(bad)?,
-        )),
-        "elicitation" => ServerRequest::ElicitRequest(ElicitRequest::new(
-            serde_json::from_value(json!({
+            }))?))
+        }
+        "elicitation" => {
+            InputRequest::Elicitation(ElicitRequest::new(serde_json::from_value(json!({
                 "mode": "form",
                 "message": "Your name?",
                 "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}
-            }))
-            .map_err(bad)?,
-        )),
-        "roots" => ServerRequest::ListRootsRequest(ListRootsRequest::default()),
-        other => return Err(failure(format!("unknown kind '{other}'"))),
-    };
-    let answer = ctx
-        .peer
-        .send_request(request)
-        .await
-        .map_err(|e| failure(format!("the client refused {kind}: {e}")))?;
-    let value = serde_json::to_value(&answer).map_err(bad)?;
-    Ok(CallToolResult::structured(
-        json!({ "kind": kind, "answer": value }),
-    ))
+            }))?))
+        }
+        "roots" => InputRequest::ListRoots(ListRootsRequest::default()),
+        _ => return Ok(None),
+    }))
 }

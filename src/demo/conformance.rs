@@ -7,9 +7,10 @@
 //! unchanged and any difference is planmux's.
 //!
 //! Here, the server: its state and the request each handler answers. Beside it: `tools`
-//! (their definitions and calls), `asks` (the tools that ask the client: sampling and
-//! elicitation), `offers` (resources, prompts, completions) and `logging` (its log
-//! messages, at the level the client set).
+//! (their definitions and calls), `asks` (the tools that ask the client on the call's
+//! stream: sampling and elicitation), `mrtr` (the tools and the prompt that ask through
+//! input-required results instead, for 2026-07-28 clients), `offers` (resources, prompts,
+//! completions) and `logging` (its log messages, at the level the client set).
 
 // Sampling, elicitation relaying, logging and resources/subscribe are deprecated by SEP-2577
 // (or legacy-only); the suite still tests them on 2025-06-18 and 2025-11-25 sessions.
@@ -17,6 +18,7 @@
 
 mod asks;
 mod logging;
+mod mrtr;
 mod offers;
 mod tools;
 
@@ -28,13 +30,15 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerCapabilities,
+    ServerConfig, ServerNotification, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use logging::Logging;
+use mrtr::{Asker, Pending};
 use offers::{completions, contents, prompt_messages, prompts, resources, templates};
 use tools::call;
 pub(super) use tools::tools;
@@ -46,14 +50,29 @@ pub struct ConformanceServer {
     subscriptions: Mutex<HashSet<String>>,
     /// The log messages it sends, at the level the client asked for.
     logging: Logging,
+    /// The input-required calls waiting for their next round.
+    pending: Arc<Pending>,
 }
 
 impl ConformanceServer {
     /// A fixture with no subscriptions and every log level enabled.
     pub fn new() -> Arc<Self> {
+        Self::sharing(Arc::default())
+    }
+
+    /// Fixtures for one HTTP listener, which makes one per session and one per 2026-07-28
+    /// request: they share the input-required calls in flight, so that a retry finds the
+    /// round that asked it.
+    pub(in crate::demo) fn factory() -> impl Fn() -> Arc<Self> + Send + Sync + 'static {
+        let pending = Arc::<Pending>::default();
+        move || Self::sharing(pending.clone())
+    }
+
+    fn sharing(pending: Arc<Pending>) -> Arc<Self> {
         Arc::new(Self {
             subscriptions: Mutex::new(HashSet::new()),
             logging: Logging::default(),
+            pending,
         })
     }
 
@@ -100,13 +119,22 @@ impl ServerHandler for ConformanceServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(asker) = Asker::tool(&request.name) {
+            return mrtr::call_tool(asker, request, &context, &self.pending);
+        }
         if self.get_tool(&request.name).is_none() {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool '{}'", request.name),
                 None,
             ));
         }
-        let args = request.arguments.unwrap_or_default();
+        let args = request.arguments.clone().unwrap_or_default();
+        // A tool that asks the client answers with text, or fails with its refusal.
+        match asks::question(&request.name, &args) {
+            Some(Ok(question)) => return Ok(asks::ask(question, &request, &context).await),
+            Some(Err(failed)) => return Ok(failed.into()),
+            None => {}
+        }
         Ok(call(&request.name, &args, &context, &self.logging)
             .await
             .into())
@@ -140,6 +168,39 @@ impl ServerHandler for ConformanceServer {
                 None,
             )),
         }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // rmcp narrows it to what was asked and what the capabilities declare.
+        let mut filter = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        filter.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(filter)
+    }
+
+    /// A 2026-07-28 client's subscriptions: each of its resources reported updated once
+    /// when the stream opens (as `subscribe` does for an older client), then nothing until
+    /// it is cancelled.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let sink = context.sink().clone();
+        let uris = sink.accepted().resource_subscriptions.clone();
+        for uri in uris.unwrap_or_default() {
+            if contents(&uri).is_some() {
+                let updated =
+                    ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri));
+                let _ = sink
+                    .send(ServerNotification::ResourceUpdatedNotification(updated))
+                    .await;
+            }
+        }
+        context.cancelled().await;
+        Ok(())
     }
 
     /// Records the subscription, then reports the resource updated once, so that a test can
@@ -193,8 +254,11 @@ impl ServerHandler for ConformanceServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        if let Some(asker) = Asker::prompt(&request.name) {
+            return mrtr::get_prompt(asker, request, &context, &self.pending);
+        }
         let args = request.arguments.unwrap_or_default();
         let messages = prompt_messages(&request.name, &args)?;
         Ok(GetPromptResult::new(messages).into())

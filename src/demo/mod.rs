@@ -187,6 +187,10 @@ impl ServerHandler for DemoServer {
                 None,
             ));
         }
+        if self.kind == DemoKind::Chaos && request.name == "ask_host" {
+            self.state.calls.fetch_add(1, Ordering::SeqCst);
+            return chaos::ask_host(&request, &context).await;
+        }
         let args = request.arguments.unwrap_or_default();
         self.call(&request.name, args, &context)
             .await
@@ -238,7 +242,8 @@ pub async fn serve_http(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(addr = %listener.local_addr()?, demo = kind.name(), "serving over HTTP at /mcp");
     if kind == DemoKind::Conformance {
-        accept(listener, || Ok(ConformanceServer::new())).await
+        let fixture = ConformanceServer::factory();
+        accept(listener, move || Ok(fixture())).await
     } else {
         accept(listener, move || Ok(DemoServer::new(kind, root.clone()))).await
     }

@@ -34,6 +34,10 @@ use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
 use crate::wire::{Divert, Diverted, Forward, RawSender};
+use asked::Turns;
+pub(crate) use asked::{Answerer, InputTurn, Modern};
+
+mod asked;
 
 /// How long a failed call waits for the connection's watcher to record why it ended, and
 /// a cancellation notice for a server's queue to take it.
@@ -157,6 +161,9 @@ struct Waiter {
     /// Whether its request has left: until then its sender owns its failures (and may send
     /// it again on a new connection), so the sweeper and the connection's end leave it.
     written: bool,
+    /// A 2026-07-28 server's calls: the request as sent and the server's questions so far
+    /// (`asked.rs`).
+    turns: Option<Turns>,
 }
 
 /// The calls waiting, by raw id.
@@ -184,6 +191,10 @@ pub(crate) struct CallTable {
     tracker: TaskTracker,
     /// Cancelled when the connection ended: nothing waits on it after that.
     ended: CancellationToken,
+    /// For a server that speaks 2026-07-28: the `_meta` its every request carries (the
+    /// protocol version, planmux's client info and capabilities), and who answers its
+    /// requests for input; set once after the handshake (`asked.rs`).
+    modern: std::sync::OnceLock<Modern>,
 }
 
 /// A message's id, its `method` (a response has none), its result or error left as they
@@ -227,6 +238,7 @@ impl CallTable {
             log: memchr::memmem::Finder::new(b"notifications/message"),
             tracker: tracker.clone(),
             ended: CancellationToken::new(),
+            modern: std::sync::OnceLock::new(),
         })
     }
 
@@ -254,12 +266,17 @@ impl CallTable {
         .concat();
         // Raw ids need no escaping.
         let quoted = serde_json::to_string(tool).unwrap_or_default();
-        let bytes = request(&["\"", id.as_str(), "\""].concat(), &quoted);
+        let mut bytes = request(&["\"", id.as_str(), "\""].concat(), &quoted);
+        let turns = self.modern.get().map(|modern| {
+            bytes = asked::with_meta(std::mem::take(&mut bytes), &modern.meta);
+            Turns::new(&bytes)
+        });
         let waiter = Waiter {
             sink,
             tool: tool.to_owned(),
             deadline: Instant::now() + self.timeout,
             written: false,
+            turns,
         };
         self.waiting().calls.insert(id.clone(), waiter);
         let call = LineCall {
@@ -304,7 +321,7 @@ impl CallTable {
 
     /// Hands a response whose id is one of the table's to its sink, with its line (moved
     /// out of `line`); and a host call's progress to the host.
-    fn take(&self, line: &mut Vec<u8>) -> Diverted {
+    fn take(self: &Arc<Self>, line: &mut Vec<u8>) -> Diverted {
         let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
             return Diverted::Left;
         };
@@ -338,6 +355,12 @@ impl CallTable {
         let Some(id) = envelope.id.map(Cow::into_owned) else {
             return Diverted::Left;
         };
+        if envelope
+            .result
+            .is_some_and(|result| self.asks(&id, result.get().as_bytes()))
+        {
+            return Diverted::Taken;
+        }
         let Some(waiter) = self.waiting().calls.remove(&id) else {
             // A call that gave up meanwhile drops the answer, as rmcp would.
             return if id.starts_with(PREFIX) {
@@ -456,7 +479,12 @@ impl LineCall {
     /// Stops waiting for the answer (it is dropped when it comes) and tells the server
     /// why (`reason`, if any), if the call was still waiting. Whether it was.
     pub fn cancel(&self, reason: Option<&str>) -> bool {
-        let waiting = self.table.waiting().calls.remove(&self.id).is_some();
+        let removed = self.table.waiting().calls.remove(&self.id);
+        let waiting = removed.is_some();
+        if let Some(turns) = removed.and_then(|waiter| waiter.turns) {
+            // The host may be answering the server's questions: those stop too.
+            turns.asking.cancel();
+        }
         if waiting {
             self.table.notify_cancelled(&self.id, reason);
         }

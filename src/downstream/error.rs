@@ -61,6 +61,13 @@ pub enum DownstreamError {
         error: Box<ErrorData>,
     },
     /// The server answered with something that is not valid here.
+    /// The server asked for input (2026-07-28 `input_required`) that no one gave.
+    #[error("server '{server}' asked for input to {tool} that it did not get: {why}")]
+    Unanswered {
+        server: String,
+        tool: String,
+        why: String,
+    },
     #[error("server '{server}' broke the protocol: {message}")]
     Protocol { server: String, message: String },
     /// The server needs the user to sign in (OAuth) before it answers.

@@ -4,6 +4,7 @@
 mod calls;
 mod changes;
 mod checkpoint;
+mod era;
 mod error;
 pub(crate) mod fields;
 mod host_link;
@@ -32,7 +33,7 @@ pub use error::DownstreamError;
 pub use fields::restore as restore_tool_fields;
 pub use host_link::HostLink;
 pub use refresh::Reloaded;
-pub use relay::{Caller, LogLevel, Session};
+pub use relay::{Caller, InputTo, LogLevel, Session};
 pub use route::{LineRoute, NotSent};
 pub use server::{Offer, Server, State};
 

@@ -8,23 +8,26 @@
 
 use super::changes::{Changed, Changes};
 use super::host_link::HostLink;
-pub use super::sessions::{Caller, LogLevel, Session};
+pub use super::sessions::{Caller, InputTo, LogLevel, Session};
 use super::tap::{LogFor, LogRouter};
 use std::sync::Arc;
 
 use rmcp::model::{
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientResult,
     CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ErrorCode, GetExtensions, Implementation, ListRootsRequest,
-    ListRootsResult, LoggingMessageNotificationParam, ProtocolVersion, RequestId,
+    ElicitRequestParams, ElicitResult, ErrorCode, GetExtensions, Implementation, InputRequest,
+    ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam, ProtocolVersion, RequestId,
     ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{
     NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext,
 };
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
+use tokio_util::sync::CancellationToken;
 
-/// The `ClientHandler` of one downstream connection.
+/// The `ClientHandler` of one downstream connection, and what puts its server's
+/// questions to the host.
+#[derive(Clone)]
 pub(crate) struct Relay {
     pub(crate) server: String,
     pub(crate) host: Arc<HostLink>,
@@ -59,12 +62,13 @@ fn relay_error(what: &str, error: rmcp::service::ServiceError) -> ErrorData {
 }
 
 impl Relay {
-    /// Where this server's request goes: the host (one host), or the session whose call
-    /// is in flight on it (many), with its capabilities and, for the latter, the
-    /// session's request the server's request belongs to.
+    /// Where this server's request goes: the host (one host), or the session `caller`
+    /// names or whose call is in flight on it (many), with its capabilities and, for the
+    /// latter, the session's request the server's request belongs to.
     async fn target(
         &self,
         what: &str,
+        caller: Option<&Caller>,
     ) -> Result<(Peer<RoleServer>, ClientCapabilities, Option<RequestId>), ErrorData> {
         if !self.host.has_sessions() {
             let (peer, caps) = self
@@ -74,9 +78,12 @@ impl Relay {
                 .ok_or_else(|| unsupported(what))?;
             return Ok((peer, caps, None));
         }
-        let caller = self.host.caller_of(&self.server).map_err(|why| {
-            ErrorData::internal_error(format!("planmux did not relay {what}: {why}"), None)
-        })?;
+        let caller = match caller {
+            Some(caller) => caller.clone(),
+            None => self.host.caller_of(&self.server).map_err(|why| {
+                ErrorData::internal_error(format!("planmux did not relay {what}: {why}"), None)
+            })?,
+        };
         // A 2026-07-28 session takes no requests from a server.
         let caps = caller
             .peer
@@ -87,16 +94,29 @@ impl Relay {
     }
 
     /// Relays `request` to the host [`Self::target`] chose, if it `supported` it, and
-    /// waits for the answer; a server that gives up on its request has the host's copy
-    /// cancelled too (its dialog closes).
-    async fn ask(
+    /// waits for the answer; a server that gives up on its request (`cancel`) has the
+    /// host's copy cancelled too (its dialog closes).
+    pub(super) async fn ask(
         &self,
         what: &str,
         mut request: ServerRequest,
         supported: impl Fn(&ClientCapabilities) -> bool,
-        context: &RequestContext<RoleClient>,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
     ) -> Result<ClientResult, ErrorData> {
-        let (peer, caps, origin) = self.target(what).await?;
+        let (peer, caps, origin) = self.target(what, caller).await?;
+        let modern = peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version >= ProtocolVersion::V_2026_07_28);
+        if modern {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "the host speaks MCP 2026-07-28, which takes no {what} request from a server: only its own call of the tool can answer (call the tool directly)"
+                ),
+                None,
+            ));
+        }
         if !supported(&caps) {
             return Err(unsupported(what));
         }
@@ -122,13 +142,52 @@ impl Relay {
         let id = handle.id.clone();
         tokio::select! {
             answer = handle.await_response() => answer.map_err(|e| relay_error(what, e)),
-            () = context.ct.cancelled() => {
+            () = cancel.cancelled() => {
                 let why = format!("the server cancelled its {what} request");
                 let param = CancelledNotificationParam::new(Some(id), Some(why.clone()));
                 let limit = std::time::Duration::from_secs(1);
                 let _ = tokio::time::timeout(limit, peer.notify_cancelled(param)).await;
                 Err(ErrorData::internal_error(why, None))
             }
+        }
+    }
+
+    /// Puts one of a 2026-07-28 server's questions (`input_required`) to the host as the
+    /// request a legacy server would have sent, and gives back the host's answer.
+    pub(super) async fn answer(
+        &self,
+        question: InputRequest,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Result<ClientResult, ErrorData> {
+        match question {
+            InputRequest::CreateMessage(request) => {
+                let request = ServerRequest::CreateMessageRequest(request);
+                let supported = |caps: &ClientCapabilities| caps.sampling.is_some();
+                self.ask("sampling", request, supported, caller, cancel)
+                    .await
+            }
+            InputRequest::Elicitation(request) => {
+                let url = matches!(
+                    request.params,
+                    ElicitRequestParams::UrlElicitationParams { .. }
+                );
+                let supported = move |caps: &ClientCapabilities| takes_elicitation(caps, url);
+                let request = ServerRequest::ElicitRequest(request);
+                self.ask("elicitation", request, supported, caller, cancel)
+                    .await
+            }
+            InputRequest::ListRoots(request) => {
+                let request = ServerRequest::ListRootsRequest(request);
+                let supported = |caps: &ClientCapabilities| caps.roots.is_some();
+                self.ask("roots", request, supported, caller, cancel).await
+            }
+            // A kind of question newer than planmux.
+            _ => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "the server asked a kind of question planmux cannot relay",
+                None,
+            )),
         }
     }
 }
@@ -153,7 +212,10 @@ impl ClientHandler for Relay {
     ) -> Result<CreateMessageResult, ErrorData> {
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         let supported = |caps: &ClientCapabilities| caps.sampling.is_some();
-        match self.ask("sampling", request, supported, &context).await? {
+        match self
+            .ask("sampling", request, supported, None, &context.ct)
+            .await?
+        {
             ClientResult::CreateMessageResult(result) => Ok(*result),
             _ => Err(ErrorData::internal_error(
                 "the host answered sampling with something else",
@@ -168,7 +230,10 @@ impl ClientHandler for Relay {
     ) -> Result<ListRootsResult, ErrorData> {
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
         let supported = |caps: &ClientCapabilities| caps.roots.is_some();
-        match self.ask("roots", request, supported, &context).await? {
+        match self
+            .ask("roots", request, supported, None, &context.ct)
+            .await?
+        {
             ClientResult::ListRootsResult(result) => Ok(result),
             _ => Err(ErrorData::internal_error(
                 "the host answered roots/list with something else",
@@ -186,7 +251,7 @@ impl ClientHandler for Relay {
         let supported = move |caps: &ClientCapabilities| takes_elicitation(caps, url);
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match self
-            .ask("elicitation", request, supported, &context)
+            .ask("elicitation", request, supported, None, &context.ct)
             .await?
         {
             ClientResult::ElicitResult(result) => Ok(result),

@@ -11,12 +11,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
     CallToolResult, ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequest, GetPromptRequestParams, GetPromptResult, ReadResourceRequest,
+    ContentBlock, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, ReadResourceRequest,
     ReadResourceRequestParams, ReadResourceResult, Reference, ResourceContents, ServerResult,
     SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use tokio_util::sync::CancellationToken;
 
+use super::era::Era;
+use super::relay::{Caller, InputTo};
+use super::server::MAX_ROUNDS;
 use super::{DownstreamError, Downstreams, Server};
 
 /// URIs remembered from tool results, so that a `resource_link` stays readable.
@@ -112,8 +115,9 @@ impl Downstreams {
     pub async fn get_prompt(
         &self,
         mut params: GetPromptRequestParams,
+        caller: &Caller,
         cancel: &CancellationToken,
-    ) -> Result<GetPromptResult, DownstreamError> {
+    ) -> Result<GetPromptResponse, DownstreamError> {
         self.settled(false).await;
         let catalog = self.catalog();
         let entry = catalog.resources().prompt(&params.name).ok_or_else(|| {
@@ -128,11 +132,28 @@ impl Downstreams {
             })?;
         let label = format!("prompts/get '{}'", entry.prompt);
         params.name = entry.prompt.clone();
-        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
-        match server.request(request, &label, cancel).await? {
-            ServerResult::GetPromptResult(result) => Ok(result),
-            _ => Err(unexpected(&server, &label)),
+        // What a 2026-07-28 server asks first (MRTR) is answered as for a tool call.
+        for _ in 0..=MAX_ROUNDS {
+            let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()));
+            let asked = match server.request(request, &label, cancel).await? {
+                ServerResult::GetPromptResult(result) => {
+                    return Ok(GetPromptResponse::Complete(result));
+                }
+                ServerResult::InputRequiredResult(asked) => asked,
+                _ => return Err(unexpected(&server, &label)),
+            };
+            if caller.input == InputTo::Caller {
+                return Ok(GetPromptResponse::InputRequired(asked));
+            }
+            let (responses, state) = server.answers(asked, &label, Some(caller), cancel).await?;
+            params.input_responses = responses;
+            params.request_state = state;
         }
+        Err(DownstreamError::Unanswered {
+            server: server.config.name.clone(),
+            tool: label,
+            why: format!("it asked {MAX_ROUNDS} times in a row and still wanted more"),
+        })
     }
 
     /// `resources/read`, routed by URI (the URI is passed on unchanged).
@@ -207,7 +228,13 @@ impl Downstreams {
             let Some(server) = self.server(&name) else {
                 continue;
             };
-            match server.request(request.request(), &label, cancel).await {
+            // A 2026-07-28 server has no resources/subscribe: a listen stream per URI.
+            let answer = match (&request, server.era()) {
+                (ResourceRequest::Subscribe(_), Era::Modern) => server.watch(&uri, cancel).await,
+                (ResourceRequest::Unsubscribe(_), Era::Modern) => Ok(server.unwatch(&uri)),
+                _ => server.request(request.request(), &label, cancel).await,
+            };
+            match answer {
                 Ok(answer) => return Ok((answer, name)),
                 Err(e @ DownstreamError::Cancelled { .. }) => return Err(e),
                 Err(e) => last = Some(e),

@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
-    ClientRequest, ServerResult, Tool,
+    CancelledNotificationParam, ClientRequest, RequestMetaObject, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
@@ -14,11 +13,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod ends;
+mod inputs;
+pub(super) use inputs::MAX_ROUNDS;
 mod sign_in;
+mod watches;
 
 use super::DownstreamError;
-use super::calls::{CallTable, SETTLE};
+use super::calls::{CallTable, Modern, SETTLE};
 use super::changes::{Changed, Changes};
+use super::era::{self, Era, EraCell};
 use super::fields::ToolFields;
 use super::host_link::HostLink;
 pub use super::offer::Offer;
@@ -28,7 +31,6 @@ use super::remembered::Remembered;
 use super::tap::{Forwarding, ProgressRoutes};
 use super::transport::{self, CLOSE_GRACE, TERM_GRACE};
 use crate::config::ServerConfig;
-use crate::policy::Authorized;
 
 /// First restart delay after a failed start; doubles per failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -87,6 +89,10 @@ pub struct Server {
     offer: Offered,
     /// Its tools' definition fields rmcp's types leave out.
     pub(crate) fields: Arc<ToolFields>,
+    /// The protocol era its last connection spoke.
+    era: EraCell,
+    /// A 2026-07-28 server's subscribed resources: each one's listen stream's stop.
+    watches: Mutex<std::collections::HashMap<String, CancellationToken>>,
     /// How long the last successful start took.
     startup: Mutex<Option<Duration>>,
     host: Arc<HostLink>,
@@ -120,6 +126,8 @@ impl Server {
             offer,
             fields,
             startup: Mutex::new(None),
+            era: EraCell::default(),
+            watches: Mutex::default(),
             host,
             changes,
             tracker,
@@ -133,6 +141,11 @@ impl Server {
     /// whose calls go through a [`CallTable`].
     pub(crate) fn is_line(&self) -> bool {
         !matches!(self.config.transport, crate::config::Transport::Http { .. })
+    }
+
+    /// The protocol era its last connection spoke.
+    pub(crate) fn era(&self) -> Era {
+        self.era.get()
     }
 
     /// The link to the host its messages are relayed to.
@@ -319,10 +332,20 @@ impl Server {
             self.fields.clone(),
             &self.standing,
             &self.tracker,
+            self.era.get(),
         )
         .await?;
         let peer = connected.service.peer().clone();
+        let era = Era::of(&peer);
+        self.era.set(era);
         let table = connected.table.clone();
+        if let (Era::Modern, Some(table)) = (era, &table) {
+            let info = rmcp::ClientHandler::get_info(connected.service.service());
+            table.speak_modern(Modern {
+                meta: era::request_meta(&info),
+                answerer: self.answerer(),
+            });
+        }
         let offer = match list_offer(&peer, &self.config.name).await {
             Ok(offer) => offer,
             Err(e) => {
@@ -343,6 +366,15 @@ impl Server {
             routes,
             table,
         });
+        if era == Era::Modern {
+            self.tracker.spawn(super::era::listen(
+                live.peer.clone(),
+                self.config.name.clone(),
+                self.changes.clone(),
+                self.host.clone(),
+                ended.clone(),
+            ));
+        }
         let (server, watched) = (Arc::downgrade(self), Arc::downgrade(&live));
         let table = live.table.clone();
         self.tracker.spawn(async move {
@@ -388,31 +420,6 @@ impl Server {
         Ok(())
     }
 
-    /// Forwards one `tools/call` (its name already the downstream's) for `caller` and
-    /// returns the downstream's answer unchanged. The only way to a downstream tool: it
-    /// takes the checkpoint's proof.
-    pub(crate) async fn call(
-        self: &Arc<Self>,
-        params: CallToolRequestParams,
-        _proof: &Authorized,
-        caller: Option<&Caller>,
-        cancel: &CancellationToken,
-    ) -> Result<CallToolResponse, DownstreamError> {
-        let label = params.name.to_string();
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let answer = self.exchange(request, &label, caller, cancel);
-        match answer.await? {
-            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
-            ServerResult::InputRequiredResult(result) => {
-                Ok(CallToolResponse::InputRequired(result))
-            }
-            _ => Err(DownstreamError::Protocol {
-                server: self.config.name.clone(),
-                message: "answered tools/call with something that is not a tool result".into(),
-            }),
-        }
-    }
-
     /// Forwards any other request (prompts, resources, completions) and returns the
     /// server's answer. `label` names it in errors (`prompts/get 'greet'`).
     pub(crate) async fn request(
@@ -456,10 +463,16 @@ impl Server {
             tool: tool.clone(),
             after: timeout,
         };
-        let send = |live: Arc<Live>, request: ClientRequest| async move {
-            live.peer
-                .send_cancellable_request(request, PeerRequestOptions::no_options())
-                .await
+        // A 2026-07-28 host's call tells the server what that host can answer.
+        let meta = caller.and_then(|c| c.capabilities.clone()).map(|caps| {
+            let mut meta = RequestMetaObject::new();
+            meta.set_client_capabilities(caps);
+            meta
+        });
+        let send = |live: Arc<Live>, request: ClientRequest| {
+            let mut options = PeerRequestOptions::no_options();
+            options.meta = meta.clone();
+            async move { live.peer.send_cancellable_request(request, options).await }
         };
         let first = tokio::select! {
             sent = send(live.clone(), request.clone()) => sent,

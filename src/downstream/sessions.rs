@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{LoggingLevel, ProgressToken, RequestId};
+use rmcp::model::{ClientCapabilities, LoggingLevel, ProgressToken, ProtocolVersion, RequestId};
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 
@@ -129,16 +129,42 @@ pub struct Caller {
     /// request's stream.
     pub request: RequestId,
     pub progress: Option<ProgressToken>,
+    /// Who answers what a 2026-07-28 server asks during the call (`input_required`).
+    pub input: InputTo,
+    /// What a 2026-07-28 host declared it can answer (its request's `_meta`), which its
+    /// own calls tell the server in place of planmux's: the server asks only that.
+    pub capabilities: Option<ClientCapabilities>,
+}
+
+/// Who answers a 2026-07-28 server's questions about a call (its `input_required`
+/// result: MRTR).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputTo {
+    /// The caller: a 2026-07-28 host's own call gets the result as the server gave it
+    /// (its `requestState` sealed by `upstream`), and answers in its retry.
+    Caller,
+    /// The host, asked by planmux the requests a legacy server would have sent; planmux
+    /// retries with the answers (a legacy host's call, every plan step).
+    Host,
 }
 
 impl Caller {
     /// The caller of the host's request in `context`, on `session`.
     pub fn of(context: &RequestContext<RoleServer>, session: &Arc<Session>) -> Self {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         Self {
             peer: context.peer.clone(),
             session: session.clone(),
             request: context.id.clone(),
             progress: context.meta.get_progress_token(),
+            input: if modern {
+                InputTo::Caller
+            } else {
+                InputTo::Host
+            },
+            capabilities: modern.then(|| context.client_capabilities().unwrap_or_default()),
         }
     }
 
@@ -150,10 +176,13 @@ impl Caller {
         introduced.then(|| self.session.id())
     }
 
-    /// The same caller, for calls whose progress is not relayed (a plan's steps: the
-    /// plan reports its own).
-    pub fn without_progress(mut self) -> Self {
+    /// The same caller, for a plan's steps: their progress is not relayed (the plan
+    /// reports its own), and what their servers ask is asked of the host by planmux
+    /// (the plan's answer cannot be a server's question).
+    pub fn for_plan(mut self) -> Self {
         self.progress = None;
+        self.input = InputTo::Host;
+        self.capabilities = None;
         self
     }
 }

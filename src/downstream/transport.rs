@@ -13,13 +13,16 @@ use globset::GlobSet;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::ClientHandler;
+use rmcp::RoleClient;
 use rmcp::service::RunningService;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
 use super::calls::CallTable;
+use super::era::{self, Era};
 use super::fields::ToolFields;
 use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
@@ -141,7 +144,9 @@ impl Drop for ProcessGroupGuard {
     }
 }
 
-/// Opens the connection and completes the MCP handshake.
+/// Opens the connection and completes the MCP handshake in the newest era the server
+/// speaks ([`super::era`]): at once with `initialize` when it spoke 2025-11-25 before
+/// (`known`).
 pub(crate) async fn connect(
     config: &ServerConfig,
     relay: Relay,
@@ -149,6 +154,7 @@ pub(crate) async fn connect(
     fields: Arc<ToolFields>,
     standing: &Arc<crate::oauth::Standing>,
     tracker: &TaskTracker,
+    known: Era,
 ) -> Result<Connected, String> {
     if let Some(reason) = config.cannot_start() {
         return Err(reason);
@@ -223,10 +229,15 @@ pub(crate) async fn connect(
                 LineTransport::blocking(stdout.into(), stdin, config.wire, peer_name(config))
                     .with_inbound(noting);
             let (transport, table) = with_table(transport, config, tracker);
-            match relay
-                .serve(ProgressTap::new(transport, routes, router.clone()))
-                .await
-            {
+            let mut tap = ProgressTap::new(transport, routes, router.clone());
+            let handshake = async {
+                let lifecycle = era::line_lifecycle(&mut tap, known, &relay.get_info()).await?;
+                relay
+                    .serve_with_lifecycle(tap, lifecycle)
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            match handshake.await {
                 Ok(service) => Ok(Connected {
                     service,
                     child: Some(child),
@@ -261,29 +272,46 @@ pub(crate) async fn connect(
             let _ = rustls::crypto::ring::default_provider().install_default();
             let transport_config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
-            let served = match sign_in {
-                SignIn::Header => {
-                    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-                        transport_config,
-                    );
-                    relay
-                        .serve(ProgressTap::new(transport, routes, router.clone()))
-                        .await
-                }
-                // OAuth: the client carries the sign-in, and notes in `standing` when the
-                // server asks for one the user must give.
-                _ => {
-                    let client =
-                        crate::oauth::client(&config.name, url, sign_in, standing.clone()).await?;
-                    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                        client,
-                        transport_config,
-                    );
-                    relay
-                        .serve(ProgressTap::new(transport, routes, router.clone()))
-                        .await
+            let open = |lifecycle| {
+                let (relay, routes, router) = (relay.clone(), routes.clone(), router.clone());
+                let transport_config = transport_config.clone();
+                async move {
+                    // OAuth: the client carries the sign-in, and notes in `standing` when
+                    // the server asks for one the user must give.
+                    let client = match sign_in {
+                        SignIn::Header => None,
+                        _ => Some(
+                            crate::oauth::client(&config.name, url, sign_in, standing.clone())
+                                .await?,
+                        ),
+                    };
+                    let served = match client {
+                        None => {
+                            let transport =
+                                rmcp::transport::StreamableHttpClientTransport::from_config(
+                                    transport_config,
+                                );
+                            let tap = ProgressTap::new(transport, routes, router);
+                            relay.serve_with_lifecycle(tap, lifecycle).await
+                        }
+                        Some(client) => {
+                            let transport =
+                                rmcp::transport::StreamableHttpClientTransport::with_client(
+                                    client,
+                                    transport_config,
+                                );
+                            let tap = ProgressTap::new(transport, routes, router);
+                            relay.serve_with_lifecycle(tap, lifecycle).await
+                        }
+                    };
+                    Ok::<_, String>(served)
                 }
             };
+            let mut served = open(era::http_lifecycle(known)).await?;
+            if served.as_ref().is_err_and(era::undiscovered) {
+                // It answered server/discover with something else: it does not know it.
+                served = open(ClientLifecycleMode::Initialize).await?;
+            }
             let service = served.map_err(|e| {
                 // rmcp's errors may quote the URL: never its credentials.
                 let detail = crate::text::redact_urls(&e.to_string());
@@ -306,8 +334,12 @@ pub(crate) async fn connect(
             let transport = LineTransport::new(read, write, config.wire, peer_name(config))
                 .with_inbound(noting);
             let (transport, table) = with_table(transport, config, tracker);
+            let mut tap = ProgressTap::new(transport, routes, router.clone());
+            let lifecycle = era::line_lifecycle(&mut tap, known, &relay.get_info())
+                .await
+                .map_err(|e| format!("handshake failed: {e}"))?;
             let service = relay
-                .serve(ProgressTap::new(transport, routes, router.clone()))
+                .serve_with_lifecycle(tap, lifecycle)
                 .await
                 .map_err(|e| format!("handshake failed: {e}"))?;
             Ok(Connected {

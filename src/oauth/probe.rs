@@ -1,7 +1,8 @@
-//! Asking a remote server, without credentials, whether it wants a sign-in: an MCP
-//! `initialize` and, when that is let through, the `tools/list` a client sends next (some
-//! servers challenge only there, with the scope they want). `planmux login` takes the
-//! challenge from it; `install` decides whether planmux can run the server yet.
+//! Asking a remote server, without credentials, whether it wants a sign-in, in the era it
+//! speaks: `server/discover` (2026-07-28), or, when it does not know that, `initialize`;
+//! and, when that is let through, the `tools/list` a client sends next (some servers
+//! challenge only there, with the scope they want). `planmux login` takes the challenge
+//! from it; `install` decides whether planmux can run the server yet.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,8 +22,10 @@ pub enum Probe {
     NoAnswer(String),
 }
 
-/// The protocol version the probe speaks (the one planmux's connections speak).
+/// The protocol version the probe speaks to a server that has no `server/discover`.
 const VERSION: &str = "2025-11-25";
+/// The protocol version it asks for first.
+const MODERN: &str = "2026-07-28";
 
 /// Asks the server at `url`, sending `headers` (none of them `Authorization`), each
 /// request within `limit`.
@@ -52,6 +55,44 @@ pub async fn probe(url: &str, headers: &BTreeMap<String, String>, limit: Duratio
         }
         request.send()
     };
+    // 2026-07-28: self-contained requests, each with its method in a header as well.
+    let modern = |method: &str, id: u32| {
+        let message = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": method,
+            "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientInfo":
+                    {"name": "planmux", "version": env!("CARGO_PKG_VERSION")},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }}
+        });
+        let mut request = client
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", MODERN)
+            .header("mcp-method", method)
+            .json(&message);
+        for (name, value) in headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        request.send()
+    };
+    let discover = match modern("server/discover", 1).await {
+        Ok(response) => response,
+        Err(e) => return Probe::NoAnswer(super::reason(&e)),
+    };
+    if discover.status() == StatusCode::UNAUTHORIZED {
+        return Probe::SignInAsked(challenge(&discover));
+    }
+    if discover.status().is_success() && discovered(discover).await {
+        return match modern("tools/list", 2).await {
+            Ok(response) if response.status() == StatusCode::UNAUTHORIZED => {
+                Probe::SignInAsked(challenge(&response))
+            }
+            _ => Probe::LetIn,
+        };
+    }
+    // A server of an earlier era: ask as one of its clients.
     let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": VERSION, "capabilities": {},
@@ -87,6 +128,21 @@ pub async fn probe(url: &str, headers: &BTreeMap<String, String>, limit: Duratio
         }
         _ => Probe::LetIn,
     }
+}
+
+/// Whether a 2xx answer to `server/discover` is a discovery result (a server of an
+/// earlier era may answer a method it does not know with an error, or with `{}`).
+async fn discovered(response: reqwest::Response) -> bool {
+    let Ok(body) = response.text().await else {
+        return false;
+    };
+    // As JSON, or as the data of an event stream's first event.
+    let json = body
+        .lines()
+        .find_map(|line| line.strip_prefix("data:"))
+        .unwrap_or(&body);
+    serde_json::from_str::<serde_json::Value>(json.trim())
+        .is_ok_and(|message| message["result"]["supportedVersions"].is_array())
 }
 
 fn challenge(response: &reqwest::Response) -> Option<String> {

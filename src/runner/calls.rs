@@ -264,6 +264,7 @@ fn invoke_error(error: DownstreamError) -> InvokeError {
         | DownstreamError::UnknownResource { .. }
         | DownstreamError::Rpc { .. }
         | DownstreamError::Protocol { .. }
+        | DownstreamError::Unanswered { .. }
         | DownstreamError::Closed { .. }
         | DownstreamError::NeedsSignIn { .. }
         | DownstreamError::Unauthorized { .. }) => InvokeError::Rejected(e.to_string()),

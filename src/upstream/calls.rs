@@ -1,19 +1,48 @@
 //! A host's call of a downstream tool on rmcp's typed path: forwarded, cancelled with the
-//! host's request, and, when the server needs the user to sign in and the host can show
-//! the link (`sign_in.rs`), made once more after the sign-in.
+//! host's request, a server's `requestState` sealed for a 2026-07-28 host and opened on
+//! its retry (`sealed.rs`), and, when the server needs the user to sign in and the host
+//! can show the link (`sign_in.rs`), made once more after the sign-in.
 
-use rmcp::RoleServer;
-use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ResultType};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
 
-use super::Upstream;
-use super::answers::cancellable;
+use super::answers::{cancellable, host_answer};
+use super::{Upstream, sealed};
 use crate::downstream::{Caller, DownstreamError};
 use crate::policy::Authorized;
 
 impl Upstream {
+    /// What the host reads for its call `request` of a downstream tool (authorized by
+    /// `proof`): the server's answer, or why there is none. A 2026-07-28 host's call may
+    /// be answered `input_required`, the server's `requestState` sealed
+    /// (`sealed.rs`); its retry's state is unsealed before it goes to the server.
+    pub(super) async fn call_tool_downstream(
+        &self,
+        mut request: CallToolRequestParams,
+        proof: &Authorized,
+        caller: &Caller,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool = proof.tool().to_owned();
+        sealed::open_retry(&mut request.request_state, &tool)?;
+        match self.call_downstream(request, proof, caller, context).await {
+            Ok(CallToolResponse::Complete(mut result)) => {
+                // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(CallToolResponse::Complete(result))
+            }
+            Ok(CallToolResponse::InputRequired(mut asked)) => {
+                sealed::seal_asked(&mut asked, &tool)?;
+                Ok(CallToolResponse::InputRequired(asked))
+            }
+            Ok(other) => Ok(other),
+            Err(error) => host_answer(error).map(Into::into),
+        }
+    }
+
     /// The downstream's answer to the host's call `request` (authorized by `proof`).
-    pub(super) async fn call_downstream(
+    async fn call_downstream(
         &self,
         request: CallToolRequestParams,
         proof: &Authorized,

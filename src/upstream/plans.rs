@@ -335,7 +335,7 @@ impl Upstream {
         };
         let record = {
             // Each step's call is this session's: what its server asks comes back here.
-            let caller = Caller::of(context, &self.session).without_progress();
+            let caller = Caller::of(context, &self.session).for_plan();
             let run = self
                 .runner
                 .run(plan, approval, Some(caller), observer, cancel.clone());

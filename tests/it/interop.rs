@@ -1662,39 +1662,8 @@ const AUTH_EXPECTED_FAILURES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// At the 2026-07-28 wire, the scenarios whose sign-in ends in a connection to the suite's
-/// server, which at that wire speaks only 2026-07-28 (`server/discover`, no `initialize`):
-/// expected to fail, for one reason. The refusal scenarios (resource-mismatch, iss-*
-/// refused, metadata-issuer-mismatch) are judged by what the authorization server saw,
-/// and pass.
-const AUTH_NEEDING_THE_2026_WIRE: &[&str] = &[
-    "auth/metadata-default",
-    "auth/metadata-var1",
-    "auth/metadata-var2",
-    "auth/metadata-var3",
-    "auth/basic-cimd",
-    "auth/scope-from-www-authenticate",
-    "auth/scope-from-scopes-supported",
-    "auth/scope-omitted-when-undefined",
-    "auth/scope-step-up",
-    "auth/scope-retry-limit",
-    "auth/token-endpoint-auth-basic",
-    "auth/token-endpoint-auth-post",
-    "auth/token-endpoint-auth-none",
-    "auth/pre-registration",
-    "auth/offline-access-scope",
-    "auth/offline-access-not-supported",
-    "auth/authorization-server-migration",
-    "auth/iss-supported",
-    "auth/iss-not-advertised",
-];
-const THE_2026_WIRE: &str = "planmux's downstream does not speak 2026-07-28 yet (issue 34)";
-
 /// Why planmux is expected to fail `scenario` at `wire`, if it is.
 fn auth_expected_failure(scenario: &str, wire: &str) -> Option<&'static str> {
-    if wire == "2026-07-28" && AUTH_NEEDING_THE_2026_WIRE.contains(&scenario) {
-        return Some(THE_2026_WIRE);
-    }
     AUTH_EXPECTED_FAILURES
         .iter()
         .find(|(s, w, _)| *s == scenario && *w == wire)

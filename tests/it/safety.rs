@@ -499,14 +499,14 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
         builds,
         [
             "downstream/route.rs: pub(crate) async fn call(",
-            "downstream/server.rs: pub(crate) async fn call("
+            "downstream/server/inputs.rs: pub(crate) async fn call("
         ],
         "a tools/call is built outside Server::call and LineRoute::call"
     );
     // Each way to a downstream tool takes a proof: rmcp's typed call, and the one send of
     // a line connection's calls (at once, after an admission wait, for a plan step).
     for (file, function) in [
-        ("downstream/server.rs", "pub(crate) async fn call("),
+        ("downstream/server/inputs.rs", "pub(crate) async fn call("),
         ("downstream/route.rs", "pub fn send_now("),
         ("downstream/route.rs", "pub async fn send("),
         ("downstream/route.rs", "pub(crate) async fn call("),

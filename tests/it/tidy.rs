@@ -31,6 +31,21 @@ const SPAWNS: &[(&str, &str)] = &[
     ),
     ("downstream/mod.rs", "self.tracker.spawn(work);"),
     ("downstream/server.rs", "self.tracker.spawn(async move {"),
+    // A 2026-07-28 server's listen stream (list changes), its resource watches, and the
+    // rounds of its questions: on the downstreams' tracker, each ending with its
+    // connection (or its call).
+    (
+        "downstream/server.rs",
+        "self.tracker.spawn(super::era::listen(",
+    ),
+    (
+        "downstream/server/watches.rs",
+        "self.tracker.spawn(async move {",
+    ),
+    (
+        "downstream/server/inputs.rs",
+        "tracker.spawn(async move { server.answer_turn(turn).await });",
+    ),
     ("downstream/sign_ins.rs", "self.tracker.spawn(async move {"),
     ("downstream/transport.rs", "tracker.spawn(async move {"),
     (

@@ -1,40 +1,116 @@
-//! The tools that ask the client something on the call's own stream: sampling (the
-//! client's model) and elicitation (its user, in the plain form and the SEP-1034 and
-//! SEP-1330 forms), each answered as the scenarios expect, and failing when the client
-//! cannot or will not answer.
+//! The tools that ask the client something during the call: sampling (the client's
+//! model) and elicitation (its user, in the plain form and the SEP-1034 and SEP-1330
+//! forms), each answered as the scenarios expect, and failing when the client cannot or
+//! will not answer. A 2025-11-25 client is asked with a request on the call's own
+//! stream; a 2026-07-28 client, which takes no requests, with an `input_required` result
+//! whose one question is keyed [`ANSWER`], answered in its retry.
 
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, CreateMessageRequest, ElicitRequest, JsonObject, ServerRequest};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CreateMessageRequest, ElicitRequest,
+    InputRequest, InputRequests, InputRequiredResult, JsonObject, ProtocolVersion, ServerRequest,
+};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
 use crate::demo::{failure, str_arg};
 
-/// `test_sampling`: asks the client's model the prompt, and returns its text.
-pub(super) async fn sampling(
-    args: &JsonObject,
+/// The key of the one question in a 2026-07-28 client's `input_required`.
+const ANSWER: &str = "answer";
+
+/// What one of these tools asks, and how it reads the answer.
+pub(super) struct Question {
+    kind: &'static str,
+    request: InputRequest,
+    reply: fn(&Value) -> String,
+}
+
+/// The question of tool `name` with `args`, if it is one of these tools (`Err`: its
+/// arguments are wrong).
+pub(super) fn question(name: &str, args: &JsonObject) -> Option<Result<Question, CallToolResult>> {
+    Some(match name {
+        "test_sampling" => sampling(args),
+        "test_elicitation" => elicitation(args),
+        "test_elicitation_sep1034_defaults" => elicit(
+            "Please review and update the form fields with defaults",
+            sep1034_schema(),
+        ),
+        "test_elicitation_sep1330_enums" => elicit(
+            "Please select options from the enum fields",
+            sep1330_schema(),
+        ),
+        _ => return None,
+    })
+}
+
+/// Asks `question` in the client's era and answers the call with what it said.
+pub(super) async fn ask(
+    question: Question,
+    request: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
-) -> Result<String, CallToolResult> {
+) -> CallToolResponse {
+    let modern = ctx
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+    let answer = if modern {
+        let answered = request
+            .input_responses
+            .as_ref()
+            .and_then(|responses| responses.get(ANSWER));
+        match answered {
+            Some(answer) => answer.clone(),
+            None => {
+                let questions = InputRequests::from([(ANSWER.to_owned(), question.request)]);
+                return InputRequiredResult::new(Some(questions), None).into();
+            }
+        }
+    } else {
+        let sent = match question.request {
+            InputRequest::CreateMessage(r) => ServerRequest::CreateMessageRequest(r),
+            InputRequest::Elicitation(r) => ServerRequest::ElicitRequest(r),
+            InputRequest::ListRoots(r) => ServerRequest::ListRootsRequest(r),
+            _ => return failure("a question this fixture does not ask").into(),
+        };
+        match ctx.peer.send_request(sent).await {
+            Ok(answer) => serde_json::to_value(&answer).unwrap_or_default(),
+            Err(e) => {
+                let kind = question.kind;
+                return failure(format!(
+                    "{kind} not supported or refused by the client: {e}"
+                ))
+                .into();
+            }
+        }
+    };
+    CallToolResult::success(vec![rmcp::model::ContentBlock::text((question.reply)(
+        &answer,
+    ))])
+    .into()
+}
+
+/// `test_sampling`: asks the client's model the prompt, and returns its text.
+fn sampling(args: &JsonObject) -> Result<Question, CallToolResult> {
     let prompt = str_arg(args, "prompt")?;
     let params = serde_json::from_value(json!({
         "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
         "maxTokens": 100
     }))
     .map_err(|e| failure(e.to_string()))?;
-    let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-    let answer = ask(ctx, request, "sampling").await?;
-    let reply = ["/content/text", "/content/0/text"]
-        .into_iter()
-        .find_map(|pointer| answer.pointer(pointer).and_then(Value::as_str))
-        .unwrap_or("No response");
-    Ok(format!("LLM response: {reply}"))
+    Ok(Question {
+        kind: "sampling",
+        request: InputRequest::CreateMessage(CreateMessageRequest::new(params)),
+        reply: |answer| {
+            let reply = ["/content/text", "/content/0/text"]
+                .into_iter()
+                .find_map(|pointer| answer.pointer(pointer).and_then(Value::as_str))
+                .unwrap_or("No response");
+            format!("LLM response: {reply}")
+        },
+    })
 }
 
 /// `test_elicitation`: asks the user for a username and an email, with the given message.
-pub(super) async fn elicitation(
-    args: &JsonObject,
-    ctx: &RequestContext<RoleServer>,
-) -> Result<String, CallToolResult> {
+fn elicitation(args: &JsonObject) -> Result<Question, CallToolResult> {
     let message = str_arg(args, "message")?;
     let schema = json!({
         "type": "object",
@@ -44,34 +120,24 @@ pub(super) async fn elicitation(
         },
         "required": ["username", "email"]
     });
-    let answer = elicit_raw(ctx, message, schema).await?;
-    Ok(format!("User response: {}", describe(&answer)))
+    let mut question = elicit(message, schema)?;
+    question.reply = |answer| format!("User response: {}", describe(answer));
+    Ok(question)
 }
 
-/// Sends a form elicitation and reports the answer as the SEP scenarios expect.
-pub(super) async fn elicit(
-    ctx: &RequestContext<RoleServer>,
-    message: &str,
-    schema: Value,
-) -> Result<String, CallToolResult> {
-    let answer = elicit_raw(ctx, message, schema).await?;
-    Ok(format!("Elicitation completed: {}", describe(&answer)))
-}
-
-/// Sends `elicitation/create` in form mode and returns the client's answer as JSON.
-async fn elicit_raw(
-    ctx: &RequestContext<RoleServer>,
-    message: &str,
-    schema: Value,
-) -> Result<Value, CallToolResult> {
+/// A form elicitation, its answer reported as the SEP scenarios expect.
+fn elicit(message: &str, schema: Value) -> Result<Question, CallToolResult> {
     let params = serde_json::from_value(json!({
         "mode": "form",
         "message": message,
         "requestedSchema": schema
     }))
     .map_err(|e| failure(format!("bad elicitation schema: {e}")))?;
-    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-    ask(ctx, request, "elicitation").await
+    Ok(Question {
+        kind: "elicitation",
+        request: InputRequest::Elicitation(ElicitRequest::new(params)),
+        reply: |answer| format!("Elicitation completed: {}", describe(answer)),
+    })
 }
 
 /// `action=…, content=…` from an elicitation answer.
@@ -84,24 +150,8 @@ fn describe(answer: &Value) -> String {
     format!("action={action}, content={content}")
 }
 
-/// Sends the client a request on the call's own stream and returns its answer as JSON; a
-/// client without the capability (or one that refuses) makes the tool fail, as the
-/// scenarios ask.
-async fn ask(
-    ctx: &RequestContext<RoleServer>,
-    request: ServerRequest,
-    kind: &str,
-) -> Result<Value, CallToolResult> {
-    let answer = ctx.peer.send_request(request).await.map_err(|e| {
-        failure(format!(
-            "{kind} not supported or refused by the client: {e}"
-        ))
-    })?;
-    serde_json::to_value(&answer).map_err(|e| failure(e.to_string()))
-}
-
 /// SEP-1034: a default for every primitive type, checked by value and type.
-pub(super) fn sep1034_schema() -> Value {
+fn sep1034_schema() -> Value {
     json!({"type": "object", "required": [], "properties": {
         "name": {"type": "string", "description": "User name", "default": "John Doe"},
         "age": {"type": "integer", "description": "User age", "default": 30},
@@ -113,7 +163,7 @@ pub(super) fn sep1034_schema() -> Value {
 }
 
 /// SEP-1330: the five enum shapes, each checked for the keywords it must and must not have.
-pub(super) fn sep1330_schema() -> Value {
+fn sep1330_schema() -> Value {
     let titled = |word: &str| {
         json!([
             {"const": "value1", "title": format!("First {word}")},

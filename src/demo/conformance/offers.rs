@@ -92,7 +92,7 @@ fn template_json(id: &str) -> String {
 
 // ---- prompts ----
 
-/// The four prompts of the prompts scenarios.
+/// The four prompts of the prompts scenarios, and the one that asks for input (`mrtr`).
 pub(super) fn prompts() -> Vec<Prompt> {
     let arg = |name: &str, description: &str| {
         PromptArgument::new(name)
@@ -127,6 +127,7 @@ pub(super) fn prompts() -> Vec<Prompt> {
             None,
         )
         .with_title("Prompt With Image"),
+        super::mrtr::prompt(),
     ]
 }
 

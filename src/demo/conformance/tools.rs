@@ -12,7 +12,6 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
-use super::asks::{elicit, elicitation, sampling, sep1034_schema, sep1330_schema};
 use super::logging::Logging;
 use super::offers::TEST_PNG;
 use crate::demo::{failure, tool};
@@ -32,8 +31,6 @@ pub(super) async fn call(
     ctx: &RequestContext<RoleServer>,
     logging: &Logging,
 ) -> CallToolResult {
-    // A tool that asks the client answers with text, or fails with the client's refusal.
-    let done = |result: Result<String, CallToolResult>| result.map_or_else(|f| f, text);
     match name {
         "test_simple_text" => text("This is a simple text response for testing."),
         "test_image_content" => {
@@ -54,20 +51,6 @@ pub(super) async fn call(
         "test_tool_with_progress" => with_progress(ctx).await,
         "test_error_handling" => failure("This tool intentionally returns an error for testing"),
         "test_reconnection" => reconnection(ctx).await,
-        "test_sampling" => done(sampling(args, ctx).await),
-        "test_elicitation" => done(elicitation(args, ctx).await),
-        "test_elicitation_sep1034_defaults" => {
-            let message = "Please review and update the form fields with defaults";
-            done(elicit(ctx, message, sep1034_schema()).await)
-        }
-        "test_elicitation_sep1330_enums" => done(
-            elicit(
-                ctx,
-                "Please select options from the enum fields",
-                sep1330_schema(),
-            )
-            .await,
-        ),
         "json_schema_2020_12_tool" => text(format!(
             "JSON Schema 2020-12 tool called with: {}",
             Value::Object(args.clone())
@@ -128,7 +111,8 @@ const PLAIN_TOOLS: [(&str, &str); 11] = [
     ),
 ];
 
-/// Every tool the scenarios call, plus `test_reconnection` (server-sse-polling).
+/// Every tool the scenarios call, plus `test_reconnection` (server-sse-polling); the
+/// input-required ones are `mrtr`'s.
 pub(in crate::demo) fn tools() -> Vec<Tool> {
     let string_arg = |name: &str, description: &str| {
         json!({
@@ -164,6 +148,7 @@ pub(in crate::demo) fn tools() -> Vec<Tool> {
             json_schema_2020_12(),
         ),
     ]);
+    tools.extend(super::mrtr::tools());
     tools
 }
 

@@ -1,0 +1,187 @@
+//! A 2026-07-28 server's calls on a line connection: each request carries the protocol's
+//! `_meta`, and a call the server answers `input_required` (MRTR: it asks its client for
+//! input instead of sending requests during the call) stays in the table under its raw
+//! id while the questions are put to the host (by the server's [`Answerer`]), then is
+//! sent again under the same id with the answers and the server's `requestState`. Its
+//! end reaches its sink as any call's does: its answer, its time limit, the connection's
+//! end or a cancellation (which stops the questions too).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::InputResponses;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::CallTable;
+use crate::downstream::DownstreamError;
+
+/// Who answers a server's questions: takes each turn and ends it ([`InputTurn::resume`]
+/// or [`InputTurn::fail`]).
+pub(crate) type Answerer = Arc<dyn Fn(InputTurn) + Send + Sync>;
+
+/// What a table needs for a 2026-07-28 server.
+pub(crate) struct Modern {
+    /// What every request carries in its `_meta`.
+    pub meta: Map<String, Value>,
+    pub answerer: Answerer,
+}
+
+/// A call's request as last sent, and its rounds of questions.
+pub(super) struct Turns {
+    request: Arc<[u8]>,
+    rounds: usize,
+    /// Cancelled when the call ends while its questions are out.
+    pub(super) asking: CancellationToken,
+}
+
+impl Turns {
+    pub(super) fn new(request: &[u8]) -> Self {
+        Self {
+            request: request.into(),
+            rounds: 0,
+            asking: CancellationToken::new(),
+        }
+    }
+}
+
+/// One round of a server's questions about a call.
+pub(crate) struct InputTurn {
+    table: Arc<CallTable>,
+    id: String,
+    /// The tool's name on its server.
+    pub tool: String,
+    request: Arc<[u8]>,
+    /// The server's `input_required` result, as JSON text.
+    pub asked: Vec<u8>,
+    /// How many rounds came before this one.
+    pub round: usize,
+    /// Cancelled when the call ends meanwhile (the host cancelled it, or its time ran out).
+    pub cancel: CancellationToken,
+    /// The call's time limit.
+    pub deadline: Instant,
+}
+
+/// `request` with `meta`'s members in its `params._meta` (theirs over the caller's: they
+/// are what planmux's connection is). A request that cannot be read is left as it is,
+/// for the server to refuse. Its nesting was checked where it was read (the host's line)
+/// or made (a plan's arguments), so it is read beyond serde's default depth.
+pub(super) fn with_meta(request: Vec<u8>, meta: &Map<String, Value>) -> Vec<u8> {
+    edited(request, |params| {
+        let carried = params.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(carried) = carried.as_object_mut() {
+            for (key, value) in meta {
+                carried.insert(key.clone(), value.clone());
+            }
+        }
+    })
+}
+
+/// `request` with its `params` edited by `edit`; as it was when it has none.
+fn edited(request: Vec<u8>, edit: impl FnOnce(&mut Map<String, Value>)) -> Vec<u8> {
+    let Ok(mut message) = crate::wire::decode_checked::<Value>(&request) else {
+        return request;
+    };
+    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+        return request;
+    };
+    edit(params);
+    serde_json::to_vec(&message).unwrap_or(request)
+}
+
+/// A result's `resultType`, read without the rest.
+#[derive(Deserialize)]
+struct Kind<'a> {
+    #[serde(rename = "resultType", borrow)]
+    result_type: Option<Cow<'a, str>>,
+}
+
+impl CallTable {
+    /// From now on, requests carry the 2026-07-28 `_meta`, and `input_required` answers go
+    /// to `modern`'s answerer.
+    pub(crate) fn speak_modern(&self, modern: Modern) {
+        let _ = self.modern.set(modern);
+    }
+
+    /// Whether `result`, the answer to call `id`, asks for input; if so the call stays
+    /// and its questions go to the answerer.
+    pub(super) fn asks(self: &Arc<Self>, id: &str, result: &[u8]) -> bool {
+        let Some(modern) = self.modern.get() else {
+            return false;
+        };
+        // Most results are not: a scan, not a parse, tells.
+        if memchr::memmem::find(result, b"input_required").is_none() {
+            return false;
+        }
+        let asks = serde_json::from_slice::<Kind>(result)
+            .is_ok_and(|kind| kind.result_type.as_deref() == Some("input_required"));
+        if !asks {
+            return false;
+        }
+        let turn = {
+            let mut waiting = self.waiting();
+            let Some(waiter) = waiting.calls.get_mut(id) else {
+                return false;
+            };
+            let deadline = waiter.deadline;
+            let Some(turns) = waiter.turns.as_mut() else {
+                return false;
+            };
+            turns.asking = CancellationToken::new();
+            InputTurn {
+                table: self.clone(),
+                id: id.to_owned(),
+                tool: waiter.tool.clone(),
+                request: turns.request.clone(),
+                asked: result.to_vec(),
+                round: turns.rounds,
+                cancel: turns.asking.clone(),
+                deadline,
+            }
+        };
+        (modern.answerer)(turn);
+        true
+    }
+}
+
+impl InputTurn {
+    /// Sends the call again with the host's `responses` and the server's `state`, as it
+    /// gave it; nothing when the call ended meanwhile.
+    pub(crate) async fn resume(self, responses: Option<InputResponses>, state: Option<String>) {
+        let request = edited(self.request.to_vec(), |params| {
+            let responses = responses.and_then(|r| serde_json::to_value(r).ok());
+            match responses {
+                Some(responses) => params.insert("inputResponses".into(), responses),
+                None => params.remove("inputResponses"),
+            };
+            match state {
+                Some(state) => params.insert("requestState".into(), Value::String(state)),
+                None => params.remove("requestState"),
+            };
+        });
+        {
+            let mut waiting = self.table.waiting();
+            let Some(turns) = waiting
+                .calls
+                .get_mut(&self.id)
+                .and_then(|waiter| waiter.turns.as_mut())
+            else {
+                return;
+            };
+            turns.request = request.as_slice().into();
+            turns.rounds += 1;
+        }
+        // A connection that ends meanwhile ends the call; its time limit still holds.
+        let _ = tokio::time::timeout_at(self.deadline, self.table.write(request)).await;
+    }
+
+    /// Ends the call with `error`, told to its sink.
+    pub(crate) async fn fail(self, error: DownstreamError) {
+        let waiter = self.table.waiting().calls.remove(&self.id);
+        if let Some(forward) = waiter.and_then(|waiter| waiter.sink.failed(&self.id, error)) {
+            let _ = forward.send().await;
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! A host's call of a server's tool on rmcp's typed path, and what a 2026-07-28 server
+//! asks during a call (MRTR: an `input_required` result instead of requests during the
+//! call). A 2026-07-28 host's own call gets that result as the server gave it
+//! ([`InputTo::Caller`]); for anyone else planmux puts each question to the host as the
+//! request a legacy server would have sent (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list`: [`Relay::answer`]) and calls again with the
+//! answers and the server's `requestState`, at most [`MAX_ROUNDS`] times. On a line
+//! connection the rounds go through the call's table (`calls/asked.rs`) and the
+//! [`Server::answerer`] here.
+
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest,
+    DEFAULT_MRTR_MAX_ROUNDS, InputRequiredResult, InputResponses, ServerResult,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::Server;
+use crate::downstream::DownstreamError;
+use crate::downstream::calls::{Answerer, InputTurn};
+use crate::downstream::relay::{Caller, InputTo, Relay};
+use crate::policy::Authorized;
+
+/// At most this many rounds of questions per call (rmcp's bound for its own client).
+pub const MAX_ROUNDS: usize = DEFAULT_MRTR_MAX_ROUNDS;
+
+impl Server {
+    /// Forwards one `tools/call` (its name already the downstream's) for `caller` and
+    /// returns the downstream's answer unchanged, once the server's questions are
+    /// answered (unless they are the caller's to answer). The only way to a downstream
+    /// tool on this path: it takes the checkpoint's proof.
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        mut params: CallToolRequestParams,
+        _proof: &Authorized,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResponse, DownstreamError> {
+        let tool = params.name.to_string();
+        for round in 0..=MAX_ROUNDS {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let asked = match self.exchange(request, &tool, caller, cancel).await? {
+                ServerResult::CallToolResult(result) => {
+                    return Ok(CallToolResponse::Complete(result));
+                }
+                ServerResult::InputRequiredResult(asked) => asked,
+                _ => {
+                    return Err(DownstreamError::Protocol {
+                        server: self.config.name.clone(),
+                        message: "answered tools/call with something that is not a tool result"
+                            .into(),
+                    });
+                }
+            };
+            if caller.is_some_and(|c| c.input == InputTo::Caller) {
+                return Ok(CallToolResponse::InputRequired(asked));
+            }
+            if round == MAX_ROUNDS {
+                break;
+            }
+            let (responses, state) = self.answers(asked, &tool, caller, cancel).await?;
+            params.input_responses = responses;
+            params.request_state = state;
+        }
+        Err(self.too_many_rounds(&tool))
+    }
+
+    /// Who takes a line connection's rounds of questions: each on a task of the server's.
+    pub(in crate::downstream) fn answerer(self: &Arc<Self>) -> Answerer {
+        let server = Arc::downgrade(self);
+        Arc::new(move |turn| {
+            if let Some(server) = server.upgrade() {
+                let tracker = server.tracker.clone();
+                tracker.spawn(async move { server.answer_turn(turn).await });
+            }
+        })
+    }
+
+    /// One round of a line connection's call: the questions put to the host (during the
+    /// call, whoever it is for is found as for a legacy server's request), the call sent
+    /// again, or ended saying why not.
+    async fn answer_turn(self: Arc<Self>, turn: InputTurn) {
+        if turn.round >= MAX_ROUNDS {
+            let error = self.too_many_rounds(&turn.tool);
+            return turn.fail(error).await;
+        }
+        let asked = crate::wire::decode_checked::<InputRequiredResult>(&turn.asked);
+        let asked = match asked {
+            Ok(asked) => asked,
+            Err(e) => {
+                let error = DownstreamError::Protocol {
+                    server: self.config.name.clone(),
+                    message: format!("answered tools/call with an unreadable input_required: {e}"),
+                };
+                return turn.fail(error).await;
+            }
+        };
+        let limit = turn.deadline;
+        let answered =
+            tokio::time::timeout_at(limit, self.answers(asked, &turn.tool, None, &turn.cancel));
+        match answered.await {
+            Ok(Ok((responses, state))) => turn.resume(responses, state).await,
+            // The call's time limit ends it (its table's sweeper says so).
+            Err(_) => {}
+            Ok(Err(error)) => turn.fail(error).await,
+        }
+    }
+
+    /// The host's answers to what the server `asked` about a call of `tool`, and the
+    /// server's state to send back with them.
+    pub(in crate::downstream) async fn answers(
+        &self,
+        asked: InputRequiredResult,
+        tool: &str,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Result<(Option<InputResponses>, Option<String>), DownstreamError> {
+        let questions = asked.input_requests.unwrap_or_default();
+        if questions.is_empty() && asked.request_state.is_none() {
+            return Err(DownstreamError::Protocol {
+                server: self.config.name.clone(),
+                message: format!("answered {tool} with input_required that asks nothing"),
+            });
+        }
+        let relay = Relay {
+            server: self.config.name.clone(),
+            host: self.host.clone(),
+            changes: self.changes.clone(),
+        };
+        let asking = questions.into_iter().map(|(key, question)| {
+            let relay = &relay;
+            async move {
+                let answer = relay.answer(question, caller, cancel).await;
+                let answer = answer.map_err(|error| error.message.to_string())?;
+                let answer = serde_json::to_value(answer).map_err(|e| e.to_string())?;
+                Ok::<_, String>((key, answer))
+            }
+        });
+        let answers = try_join_all(asking)
+            .await
+            .map_err(|why| DownstreamError::Unanswered {
+                server: self.config.name.clone(),
+                tool: tool.to_owned(),
+                why,
+            })?;
+        let responses: InputResponses = answers.into_iter().collect();
+        Ok((
+            (!responses.is_empty()).then_some(responses),
+            asked.request_state,
+        ))
+    }
+
+    fn too_many_rounds(&self, tool: &str) -> DownstreamError {
+        DownstreamError::Unanswered {
+            server: self.config.name.clone(),
+            tool: tool.to_owned(),
+            why: format!("it asked {MAX_ROUNDS} times in a row and still wanted more"),
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! A server's `requestState` as a 2026-07-28 host holds it. When a server asks the host
+//! for input (`input_required`), its state goes to the host sealed (rmcp's
+//! `RequestStateCodec`: HMAC-SHA256 with a key made for this process) and bound to the
+//! exported tool it came from, for at most [`STATE_TTL`]; the host's retry is unsealed
+//! before it goes back to the server, so the server gets its state as it gave it. A state
+//! the host made up, changed, took from another tool or kept too long is refused, and
+//! never reaches a server.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{InputRequiredResult, RequestStateCodec, SealOptions};
+
+/// How long a host may take to answer a server's questions.
+pub const STATE_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The process's codec: a fresh random key each start (a state outlives no restart).
+fn codec() -> Option<&'static RequestStateCodec> {
+    static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
+    CODEC
+        .get_or_init(|| {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key).ok()?;
+            RequestStateCodec::try_new(key.to_vec()).ok()
+        })
+        .as_ref()
+}
+
+/// `state`, sealed for the host and bound to `tool` (its exported name).
+pub fn seal(state: &str, tool: &str) -> Option<String> {
+    let options = SealOptions::new()
+        .associated_data(tool.as_bytes())
+        .ttl(STATE_TTL);
+    Some(codec()?.seal_with(state.as_bytes(), &options))
+}
+
+/// The server's state in what the host sent back for `tool`, or why it is refused.
+pub fn open(sealed: &str, tool: &str) -> Result<String, String> {
+    let codec = codec().ok_or("planmux has no key to check it with")?;
+    let state = codec
+        .open_with(sealed, tool.as_bytes())
+        .map_err(|e| match e {
+            rmcp::model::RequestStateError::Expired => {
+                format!("it is older than {} minutes", STATE_TTL.as_secs() / 60)
+            }
+            _ => "planmux did not make it for this tool, or it was changed".to_owned(),
+        })?;
+    String::from_utf8(state).map_err(|_| "it does not hold text".to_owned())
+}
+
+/// The host's retry's `state` for `bound` (a tool's or prompt's exported name) opened in
+/// place, or the error the host reads.
+pub fn open_retry(state: &mut Option<String>, bound: &str) -> Result<(), ErrorData> {
+    if let Some(sealed) = state.take() {
+        let opened = open(&sealed, bound).map_err(|why| {
+            ErrorData::invalid_params(
+                format!(
+                    "requestState refused: {why}; send the request for {bound} again without requestState and inputResponses"
+                ),
+                None,
+            )
+        })?;
+        *state = Some(opened);
+    }
+    Ok(())
+}
+
+/// What a server asked, its state sealed in place for the host and bound to `bound`.
+pub fn seal_asked(asked: &mut InputRequiredResult, bound: &str) -> Result<(), ErrorData> {
+    if let Some(state) = asked.request_state.take() {
+        let sealed = seal(&state, bound).ok_or_else(|| {
+            ErrorData::internal_error("planmux cannot seal the server's state", None)
+        })?;
+        asked.request_state = Some(sealed);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_comes_back_as_the_server_gave_it_and_only_for_its_tool() {
+        let sealed = seal("server-state-1", "a__ask").expect("a key");
+        assert_ne!(sealed, "server-state-1");
+        assert_eq!(open(&sealed, "a__ask").as_deref(), Ok("server-state-1"));
+        assert!(open(&sealed, "b__ask").is_err(), "another tool's state");
+        let mut forged = sealed.clone();
+        forged.pop();
+        forged.push(if sealed.ends_with('A') { 'B' } else { 'A' });
+        assert!(open(&forged, "a__ask").is_err(), "a changed state");
+        assert!(
+            open("server-state-1", "a__ask").is_err(),
+            "a state planmux did not seal"
+        );
+    }
+}
