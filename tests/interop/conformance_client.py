@@ -9,8 +9,10 @@ Writes a servers.toml whose one server is URL (`namespace = false`, so the suite
 names pass unchanged), starts `planmux serve` on it over stdio, and does what a host
 would for the scenario: list the tools (initialize), call `add_numbers` (tools_call),
 call the tool that elicits and accept with the schema's defaults
-(elicitation-sep1034-client-defaults), call `test_reconnection` (sse-retry). What the
-suite checks is what planmux sent to its server. Exits 1 when planmux failed.
+(elicitation-sep1034-client-defaults), call `test_reconnection` (sse-retry), make the
+calls the scenario's context lists (the 2026-07-28 header scenarios). The host speaks
+2025-11-25 unless PLANMUX_HOST_MODE says otherwise. What the suite checks is what
+planmux sent to its server. Exits 1 when planmux failed.
 
 The `auth/*` scenarios (the suite's server wants an OAuth sign-in) are driven as a user
 and a host would: servers.toml gets the sign-in keys the scenario is about (the
@@ -40,6 +42,13 @@ ARGUMENTS = {"add_numbers": {"a": 5, "b": 3}}
 
 OWN_TOOLS = ("execute_plan", "approve_plan")
 """planmux's own tools, listed beside the server's."""
+
+LIST_ONLY = ("initialize", "json-schema-ref-no-deref")
+"""Scenarios about what a client does with the list (its server has nothing to call)."""
+
+HOST_MODE = os.environ.get("PLANMUX_HOST_MODE", "legacy")
+"""The host's protocol era: "legacy" (initialize, 2025-11-25) or the Python SDK's default
+(server/discover, 2026-07-28); planmux's own connection to the suite's server probes."""
 
 SERVER = "suite"
 """The suite's server in servers.toml."""
@@ -72,15 +81,19 @@ async def main(planmux: str, url: str) -> int:
         with open(config, "w", encoding="utf-8") as f:
             f.write(f'[servers.suite]\nurl = "{url}"\nnamespace = false\n')
         params = StdioServerParameters(command=planmux, args=["serve", "--config", config])
+        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
         with anyio.fail_after(30):
-            async with Client(stdio_client(params), mode="legacy", elicitation_callback=accept_defaults) as client:
+            async with Client(stdio_client(params), mode=HOST_MODE, elicitation_callback=accept_defaults) as client:
                 tools = [t.name for t in (await client.list_tools()).tools]
                 print(f"{scenario}: tools {tools}", file=sys.stderr)
-                if scenario == "initialize":
+                if scenario in LIST_ONLY:
                     return 0
-                called = [name for name in tools if name not in ("execute_plan", "approve_plan")]
-                for name in called:
-                    result = await client.call_tool(name, ARGUMENTS.get(name, {}))
+                # The calls the scenario asks for, with their arguments; else every tool.
+                calls = [(c["name"], c.get("arguments") or {}) for c in context.get("toolCalls", [])]
+                if not calls:
+                    calls = [(name, ARGUMENTS.get(name, {})) for name in tools if name not in OWN_TOOLS]
+                for name, arguments in calls:
+                    result = await client.call_tool(name, arguments)
                     print(f"{name}: {result.model_dump(exclude_none=True)}", file=sys.stderr)
                     if result.is_error:
                         return 1
