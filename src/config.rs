@@ -32,6 +32,10 @@ pub const DEFAULT_MAX_PLAN_STEPS: usize = crate::plan::DEFAULT_MAX_PLAN_STEPS;
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 8_000;
 /// Connecting and listing tools: `npx -y` may download a package on first use.
 pub const DEFAULT_LIST_GRACE_MS: u64 = 3_000;
+/// The longest a 2026-07-28 host may treat planmux's merged lists as fresh (`ttlMs`): they
+/// also change by a reload, a quarantine or a server's restart, which a host on a listen
+/// stream hears of at once and one without does not.
+pub const LIST_TTL_MS: u64 = 60_000;
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 30_000;
 /// Run records kept for `planmux://runs/{run_id}`: enough to look back over a session.
 pub const DEFAULT_KEPT_RUNS: usize = 32;

@@ -8,6 +8,8 @@
 #![allow(deprecated)]
 
 mod answers;
+mod cache;
+use cache::cached;
 mod calls;
 mod misread;
 pub(crate) mod passthrough;
@@ -363,7 +365,8 @@ impl ServerHandler for Upstream {
             compact,
             pipelines,
         );
-        Ok(ListToolsResult::with_all_items(tools))
+        let ttl = self.list_ttl(&context);
+        Ok(cached!(ListToolsResult::with_all_items(tools), ttl))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -403,7 +406,8 @@ impl ServerHandler for Upstream {
         let catalog = self.downstreams.catalog();
         let mut all: Vec<Resource> = catalog.resources().resources().cloned().collect();
         all.extend(resources);
-        Ok(ListResourcesResult::with_all_items(all))
+        let ttl = self.list_ttl(&context);
+        Ok(cached!(ListResourcesResult::with_all_items(all), ttl))
     }
 
     async fn list_resource_templates(
@@ -415,7 +419,11 @@ impl ServerHandler for Upstream {
         let catalog = self.downstreams.catalog();
         let mut all: Vec<ResourceTemplate> = catalog.resources().templates().cloned().collect();
         all.push(runs::template());
-        Ok(ListResourceTemplatesResult::with_all_items(all))
+        let ttl = self.list_ttl(&context);
+        Ok(cached!(
+            ListResourceTemplatesResult::with_all_items(all),
+            ttl
+        ))
     }
 
     async fn read_resource(
@@ -440,7 +448,8 @@ impl ServerHandler for Upstream {
         self.settle(&context).await;
         let catalog = self.downstreams.catalog();
         let prompts = catalog.resources().prompts().cloned().collect();
-        Ok(ListPromptsResult::with_all_items(prompts))
+        let ttl = self.list_ttl(&context);
+        Ok(cached!(ListPromptsResult::with_all_items(prompts), ttl))
     }
 
     async fn get_prompt(
@@ -448,26 +457,7 @@ impl ServerHandler for Upstream {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let cancel = self.shutdown.child_token();
-        let caller = Caller::of(&context, &self.session);
-        // A server's state comes and goes sealed, bound to the prompt (`sealed.rs`).
-        let bound = format!("prompt {}", request.name);
-        let mut request = request;
-        sealed::open_retry(&mut request.request_state, &bound)?;
-        let get = self.downstreams.get_prompt(request, &caller, &cancel);
-        match cancellable(get, &cancel, &context).await {
-            Ok(GetPromptResponse::Complete(mut prompt)) => {
-                // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
-                prompt.result_type = Some(ResultType::COMPLETE);
-                Ok(prompt.into())
-            }
-            Ok(GetPromptResponse::InputRequired(mut asked)) => {
-                sealed::seal_asked(&mut asked, &bound)?;
-                Ok(GetPromptResponse::InputRequired(asked))
-            }
-            Ok(other) => Ok(other),
-            Err(error) => Err(routed_error(error)),
-        }
+        self.get_prompt_downstream(request, &context).await
     }
 
     async fn complete(

@@ -173,7 +173,18 @@ impl ServerHandler for DemoServer {
             let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
             return hostile::list(&self.state.listing, cursor, &context).await;
         }
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        let mut listed = ListToolsResult::with_all_items(self.tools());
+        // How long a 2026-07-28 client may keep the list: the metrics and weather demos
+        // never change theirs (the others may, or say nothing: rmcp then sends 0).
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        listed.ttl_ms = match self.kind {
+            DemoKind::Metrics if modern => Some(30_000),
+            DemoKind::Weather if modern => Some(300_000),
+            _ => None,
+        };
+        Ok(listed)
     }
 
     async fn call_tool(

@@ -272,3 +272,102 @@ async fn said(server: &str, changes: &Changes, host: &HostLink, notification: Se
     };
     changes.mark(server, changed);
 }
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ClientCapabilities, Implementation};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+    use crate::wire::{Limits, LineTransport};
+
+    /// What the probe decides when the server answers its first message with `answer`
+    /// (`{id}` in it stands for the probe's id), after a ping when `ping` is set; and
+    /// the lines the server read.
+    async fn probed(
+        answer: &str,
+        ping: bool,
+    ) -> (Result<ClientLifecycleMode, String>, Vec<String>) {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let (read, write) = tokio::io::split(ours);
+        let mut transport: LineTransport<RoleClient, _> =
+            LineTransport::new(read, write, Limits::default(), "test");
+        let answer = answer.to_owned();
+        let server = tokio::spawn(async move {
+            let (read, mut write) = tokio::io::split(theirs);
+            let mut lines = BufReader::new(read).lines();
+            let mut seen = Vec::new();
+            let first = lines.next_line().await.ok().flatten().unwrap_or_default();
+            seen.push(first);
+            if ping {
+                let ping = r#"{"jsonrpc":"2.0","id":"p1","method":"ping"}"#;
+                write.write_all(format!("{ping}\n").as_bytes()).await.ok();
+                seen.push(lines.next_line().await.ok().flatten().unwrap_or_default());
+            }
+            let line = answer.replace("{id}", "\"planmux-discover\"");
+            write.write_all(format!("{line}\n").as_bytes()).await.ok();
+            seen
+        });
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("planmux", "0"),
+        );
+        let decided = line_lifecycle(&mut transport, Era::Unknown, &info).await;
+        (decided, server.await.unwrap_or_default())
+    }
+
+    fn is_discover(mode: &ClientLifecycleMode) -> bool {
+        matches!(mode, ClientLifecycleMode::Discover { .. })
+    }
+
+    #[tokio::test]
+    async fn a_discovery_result_offering_2026_07_28_means_discovery() {
+        let result = r#"{"jsonrpc":"2.0","id":{id},"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"ttlMs":0,"cacheScope":"private"}}"#;
+        let (decided, seen) = probed(result, true).await;
+        assert!(decided.as_ref().is_ok_and(is_discover), "{decided:?}");
+        assert!(
+            seen[0].contains("server/discover") && seen[0].contains("2026-07-28"),
+            "{seen:?}"
+        );
+        assert!(
+            seen[1].contains(r#""id":"p1""#),
+            "the ping was answered: {seen:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_error_or_anything_else_means_initialize() {
+        for answer in [
+            r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32601,"message":"Method not found"}}"#,
+            r#"{"jsonrpc":"2.0","id":{id},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"resultType":"complete","supportedVersions":["2099-01-01"],"capabilities":{},"ttlMs":0,"cacheScope":"private"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}"#,
+        ] {
+            let (decided, _) = probed(answer, false).await;
+            assert!(
+                matches!(decided, Ok(ClientLifecycleMode::Initialize)),
+                "{answer}: {decided:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_that_closes_before_answering_is_a_failure_saying_so() {
+        let (ours, theirs) = tokio::io::duplex(1024);
+        drop(theirs);
+        let (read, write) = tokio::io::split(ours);
+        let mut transport: LineTransport<RoleClient, _> =
+            LineTransport::new(read, write, Limits::default(), "test");
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("planmux", "0"),
+        );
+        let decided = line_lifecycle(&mut transport, Era::Unknown, &info).await;
+        assert!(decided.is_err(), "{decided:?}");
+        let known = line_lifecycle(&mut transport, Era::Legacy, &info).await;
+        assert!(
+            matches!(known, Ok(ClientLifecycleMode::Initialize)),
+            "not asked again"
+        );
+    }
+}

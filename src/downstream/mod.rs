@@ -282,6 +282,15 @@ impl Downstreams {
     }
 
     /// The servers, in config order (as of now: a reload may swap them).
+    /// How long a host may treat the merged lists as fresh: the shortest `ttlMs` a server
+    /// gave, never longer than [`crate::config::LIST_TTL_MS`].
+    pub fn list_ttl_ms(&self) -> u64 {
+        self.servers()
+            .iter()
+            .filter_map(|server| server.offered_ttl_ms())
+            .fold(crate::config::LIST_TTL_MS, u64::min)
+    }
+
     pub fn servers(&self) -> Arc<Vec<Arc<Server>>> {
         self.servers
             .read()

@@ -16,22 +16,29 @@ use super::remembered::Remembered;
 /// off here (at rmcp's usual page sizes, far more tools than any host can show).
 pub const MAX_TOOL_PAGES: usize = 100;
 
-/// Follows `nextCursor` for at most [`MAX_TOOL_PAGES`] pages of one list.
-async fn paged<T, F, Fut>(what: &str, mut page: F) -> Result<Vec<T>, String>
+/// One page of a list: its items, the next cursor, and how long it may be cached
+/// (`ttlMs`, 2026-07-28), if the server said.
+type Page<T> = (Vec<T>, Option<String>, Option<u64>);
+
+/// Follows `nextCursor` for at most [`MAX_TOOL_PAGES`] pages of one list; its items, and
+/// the shortest time a page may be cached, if the server said.
+async fn paged<T, F, Fut>(what: &str, mut page: F) -> Result<(Vec<T>, Option<u64>), String>
 where
     F: FnMut(PaginatedRequestParams) -> Fut,
-    Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+    Fut: Future<Output = Result<Page<T>, ServiceError>>,
 {
     let mut items = Vec::new();
     let mut cursor = None;
+    let mut fresh: Option<u64> = None;
     for _ in 0..MAX_TOOL_PAGES {
-        let (more, next) = page(PaginatedRequestParams::default().with_cursor(cursor))
+        let (more, next, ttl) = page(PaginatedRequestParams::default().with_cursor(cursor))
             .await
             .map_err(|e| format!("{what} failed: {e}"))?;
         items.extend(more);
+        fresh = shortest(fresh, ttl);
         cursor = next;
         if cursor.is_none() {
-            return Ok(items);
+            return Ok((items, fresh));
         }
     }
     Err(format!(
@@ -52,6 +59,16 @@ pub struct Offer {
     pub instructions: Option<String>,
     /// Whether it takes `resources/subscribe`.
     pub subscribe: bool,
+    /// How long its lists may be cached, the shortest `ttlMs` it gave (2026-07-28), if any.
+    pub ttl_ms: Option<u64>,
+}
+
+/// The shorter of two cache times, either of which may be unsaid.
+pub(super) fn shortest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// What a server offers now: as it last listed it, or, before it first lists, as it
@@ -106,6 +123,14 @@ impl Offered {
         self.recalled.store(false, Ordering::Relaxed);
     }
 
+    /// How long its lists may be cached, as it last said (2026-07-28 `ttlMs`).
+    pub fn ttl_ms(&self) -> Option<u64> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .ttl_ms
+    }
+
     /// Whether the offer is still the remembered one.
     pub fn is_recalled(&self) -> bool {
         self.recalled.load(Ordering::Relaxed)
@@ -121,20 +146,23 @@ impl Offered {
 }
 
 /// A list that failed is left out, saying why.
-fn lenient<T>(server: &str, listed: Result<Vec<T>, String>) -> Vec<T> {
+fn lenient<T>(
+    server: &str,
+    listed: Result<(Vec<T>, Option<u64>), String>,
+) -> (Vec<T>, Option<u64>) {
     listed.unwrap_or_else(|error| {
         tracing::warn!(server, %error, "left out");
-        Vec::new()
+        (Vec::new(), None)
     })
 }
 
 /// Lists everything `peer` offers. Tools must list; a server whose prompts or resources
 /// fail to list still serves its tools (the failure is logged).
 pub(super) async fn list_offer(peer: &Peer<RoleClient>, server: &str) -> Result<Offer, String> {
-    let tools = paged("tools/list", |p| async move {
+    let (tools, ttl_ms) = paged("tools/list", |p| async move {
         peer.list_tools(Some(p))
             .await
-            .map(|r| (r.tools, r.next_cursor))
+            .map(|r| (r.tools, r.next_cursor, r.ttl_ms))
     })
     .await?;
     let info = peer.peer_info();
@@ -144,6 +172,7 @@ pub(super) async fn list_offer(peer: &Peer<RoleClient>, server: &str) -> Result<
         .unwrap_or_default();
     let mut offer = Offer {
         tools,
+        ttl_ms,
         instructions: info.as_ref().and_then(|i| i.instructions.clone()),
         ..Offer::default()
     };
@@ -151,27 +180,33 @@ pub(super) async fn list_offer(peer: &Peer<RoleClient>, server: &str) -> Result<
         let listed = paged("prompts/list", |p| async move {
             peer.list_prompts(Some(p))
                 .await
-                .map(|r| (r.prompts, r.next_cursor))
+                .map(|r| (r.prompts, r.next_cursor, r.ttl_ms))
         })
         .await;
-        offer.prompts = lenient(server, listed);
+        let ttl;
+        (offer.prompts, ttl) = lenient(server, listed);
+        offer.ttl_ms = shortest(offer.ttl_ms, ttl);
     }
     if let Some(resources) = &capabilities.resources {
         offer.subscribe = resources.subscribe == Some(true);
         let listed = paged("resources/list", |p| async move {
             peer.list_resources(Some(p))
                 .await
-                .map(|r| (r.resources, r.next_cursor))
+                .map(|r| (r.resources, r.next_cursor, r.ttl_ms))
         })
         .await;
-        offer.resources = lenient(server, listed);
+        let ttl;
+        (offer.resources, ttl) = lenient(server, listed);
+        offer.ttl_ms = shortest(offer.ttl_ms, ttl);
         let listed = paged("resources/templates/list", |p| async move {
             peer.list_resource_templates(Some(p))
                 .await
-                .map(|r| (r.resource_templates, r.next_cursor))
+                .map(|r| (r.resource_templates, r.next_cursor, r.ttl_ms))
         })
         .await;
-        offer.templates = lenient(server, listed);
+        let ttl;
+        (offer.templates, ttl) = lenient(server, listed);
+        offer.ttl_ms = shortest(offer.ttl_ms, ttl);
     }
     Ok(offer)
 }

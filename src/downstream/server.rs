@@ -177,6 +177,11 @@ impl Server {
         self.offer.get().tools
     }
 
+    /// How long its lists may be cached, as it last said (2026-07-28 `ttlMs`).
+    pub(super) fn offered_ttl_ms(&self) -> Option<u64> {
+        self.offer.ttl_ms()
+    }
+
     /// Everything it offers, as last listed.
     pub fn offer(&self) -> Offer {
         self.offer.get()

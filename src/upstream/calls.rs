@@ -3,11 +3,13 @@
 //! its retry (`sealed.rs`), and, when the server needs the user to sign in and the host
 //! can show the link (`sign_in.rs`), made once more after the sign-in.
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ResultType};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, ResultType,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
-use super::answers::{cancellable, host_answer};
+use super::answers::{cancellable, host_answer, routed_error};
 use super::{Upstream, sealed};
 use crate::downstream::{Caller, DownstreamError};
 use crate::policy::Authorized;
@@ -38,6 +40,33 @@ impl Upstream {
             }
             Ok(other) => Ok(other),
             Err(error) => host_answer(error).map(Into::into),
+        }
+    }
+
+    /// What the host reads for its `prompts/get`: the server's prompt, or for a
+    /// 2026-07-28 host what the server asks first (MRTR), its state sealed as a tool's.
+    pub(super) async fn get_prompt_downstream(
+        &self,
+        mut request: GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let cancel = self.shutdown.child_token();
+        let caller = Caller::of(context, &self.session);
+        let bound = format!("prompt {}", request.name);
+        sealed::open_retry(&mut request.request_state, &bound)?;
+        let get = self.downstreams.get_prompt(request, &caller, &cancel);
+        match cancellable(get, &cancel, context).await {
+            Ok(GetPromptResponse::Complete(mut prompt)) => {
+                // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
+                prompt.result_type = Some(ResultType::COMPLETE);
+                Ok(prompt.into())
+            }
+            Ok(GetPromptResponse::InputRequired(mut asked)) => {
+                sealed::seal_asked(&mut asked, &bound)?;
+                Ok(GetPromptResponse::InputRequired(asked))
+            }
+            Ok(other) => Ok(other),
+            Err(error) => Err(routed_error(error)),
         }
     }
 

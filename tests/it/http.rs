@@ -32,6 +32,13 @@ impl Front {
         Self::start_with(extra, false).await
     }
 
+    /// The front over exactly the servers `text` configures.
+    async fn only(text: &str) -> anyhow::Result<Front> {
+        let dir = tempfile::tempdir()?;
+        let config = Config::parse(text, "test", dir.path(), &|_| None)?;
+        Self::serve(config, false, dir).await
+    }
+
     async fn start_with(extra: &str, stateless: bool) -> anyhow::Result<Front> {
         let dir = tempfile::tempdir()?;
         let text = format!(
@@ -644,6 +651,65 @@ async fn post_raw(
     let mut stream = tokio::net::TcpStream::connect(front.addr).await?;
     stream.write_all(request.as_bytes()).await?;
     Ok(stream)
+}
+
+/// The answer to a 2026-07-28 request (`method`, no session) to the front, its body.
+async fn ask_2026(front: &Front, method: &str) -> anyhow::Result<String> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"{method}","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{{"name":"t","version":"1"}},"io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    );
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(front.addr).await?;
+    stream.write_all(request.as_bytes()).await?;
+    let mut seen = String::new();
+    read_until(&mut stream, &mut seen, "\"id\":7").await;
+    Ok(seen)
+}
+
+/// A 2026-07-28 host may keep the merged lists as long as the shortest time a server gave
+/// (its `ttlMs`), never over planmux's 60 s, privately; an older host gets no hints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_lists_carry_the_shortest_cache_time() -> R {
+    let ttl = |answer: &str| {
+        let at = answer.find("\"ttlMs\":")? + "\"ttlMs\":".len();
+        let digits: String = answer[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse::<u64>().ok()
+    };
+    let both =
+        "[servers.metrics]\nbuiltin = \"metrics\"\n[servers.weather]\nbuiltin = \"weather\"\n";
+    let front = Front::only(both).await?;
+    let answer = ask_2026(&front, "tools/list").await?;
+    assert_eq!(
+        ttl(&answer),
+        Some(30_000),
+        "the shorter of 30 s and 5 min: {answer}"
+    );
+    assert!(answer.contains(r#""cacheScope":"private""#), "{answer}");
+    let client = front.client(Recorder::default(), None).await?;
+    let listed = client.list_tools(None).await?;
+    assert_eq!(listed.ttl_ms, None, "a 2025-11-25 host gets no ttlMs");
+    client.cancel().await?;
+    let weather = Front::only("[servers.weather]\nbuiltin = \"weather\"\n").await?;
+    let answer = ask_2026(&weather, "tools/list").await?;
+    assert_eq!(
+        ttl(&answer),
+        Some(60_000),
+        "never over planmux's own: {answer}"
+    );
+    let chaos = Front::only("[servers.chaos]\nbuiltin = \"chaos\"\n").await?;
+    let answer = ask_2026(&chaos, "tools/list").await?;
+    assert_eq!(
+        ttl(&answer),
+        Some(0),
+        "a server that says nothing is taken as 0: {answer}"
+    );
+    Ok(())
 }
 
 /// What `stream` says until `needle` appears in it (within 10 s), or all it said by then.

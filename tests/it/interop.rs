@@ -12,6 +12,8 @@
 //! Prerequisites are installed by `scripts/test` (npm ci --prefix tests/interop, and a
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
 
+mod apps;
+mod mrtr;
 mod oauth;
 mod oauth_keychain;
 mod oauth_link;
