@@ -541,9 +541,12 @@ impl ServerHandler for Upstream {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(misread::misread(&request))
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        Err(misread::misread(&request, modern))
     }
 
     async fn call_tool(

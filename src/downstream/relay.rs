@@ -52,6 +52,17 @@ fn unsupported(what: &str) -> ErrorData {
     )
 }
 
+/// Why a 2026-07-28 host is not asked: it takes no requests from servers.
+fn takes_no_requests(what: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "the host speaks MCP 2026-07-28, which takes no {what} request from a server: only its own call of the tool can answer (call the tool directly)"
+        ),
+        None,
+    )
+}
+
 fn relay_error(what: &str, error: rmcp::service::ServiceError) -> ErrorData {
     match error {
         rmcp::service::ServiceError::McpError(e) => e,
@@ -71,11 +82,16 @@ impl Relay {
         caller: Option<&Caller>,
     ) -> Result<(Peer<RoleServer>, ClientCapabilities, Option<RequestId>), ErrorData> {
         if !self.host.has_sessions() {
-            let (peer, caps) = self
-                .host
-                .capabilities()
-                .await
-                .ok_or_else(|| unsupported(what))?;
+            let Some((peer, caps)) = self.host.capabilities().await else {
+                // A host connected without `initialize` (2026-07-28) has no capabilities
+                // to send requests by.
+                let modern = self.host.get().is_some_and(|p| p.peer_info().is_none());
+                return Err(if modern {
+                    takes_no_requests(what)
+                } else {
+                    unsupported(what)
+                });
+            };
             return Ok((peer, caps, None));
         }
         let caller = match caller {
@@ -84,12 +100,12 @@ impl Relay {
                 ErrorData::internal_error(format!("planmux did not relay {what}: {why}"), None)
             })?,
         };
-        // A 2026-07-28 session takes no requests from a server.
+        // A 2026-07-28 request has no session to take requests from a server.
         let caps = caller
             .peer
             .peer_info()
             .map(|info| info.capabilities.clone())
-            .ok_or_else(|| unsupported(what))?;
+            .ok_or_else(|| takes_no_requests(what))?;
         Ok((caller.peer, caps, Some(caller.request)))
     }
 
@@ -109,13 +125,7 @@ impl Relay {
             .peer_info()
             .is_some_and(|info| info.protocol_version >= ProtocolVersion::V_2026_07_28);
         if modern {
-            return Err(ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!(
-                    "the host speaks MCP 2026-07-28, which takes no {what} request from a server: only its own call of the tool can answer (call the tool directly)"
-                ),
-                None,
-            ));
+            return Err(takes_no_requests(what));
         }
         if !supported(&caps) {
             return Err(unsupported(what));

@@ -575,6 +575,53 @@ async fn auto_lifecycle_client_works() -> R {
     Ok(())
 }
 
+/// A 2026-07-28 host (rmcp's client, which answers `input_required` itself): a server's
+/// question reaches its own call as `input_required` and its retry is answered; a plan's
+/// step whose server asks cannot put the question to such a host, and fails saying so.
+#[tokio::test]
+async fn a_2026_host_answers_its_own_calls_questions_and_a_plan_step_says_it_cannot() -> R {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    std::fs::write(&path, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    let mut cmd = tokio::process::Command::new(common::bin());
+    cmd.arg("serve").arg("--config").arg(&path);
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mode = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let host = common::Recorder {
+        capable: true,
+        ..Default::default()
+    };
+    let client = host.clone().serve_with_lifecycle(transport, mode).await?;
+    let asked = client
+        .call_tool(call("chaos__ask_host", json!({"kind": "elicitation"})))
+        .await?;
+    assert_eq!(asked.is_error, Some(false), "{}", text(&asked));
+    assert_eq!(
+        asked
+            .structured_content
+            .as_ref()
+            .and_then(|v| v.pointer("/answer/content/name")),
+        Some(&json!("Ada")),
+        "{}",
+        text(&asked)
+    );
+    let plan = json!({"steps": [{"id": "ask", "tool": "chaos__ask_host", "args": {"kind": "elicitation"}}]});
+    let ran = client.call_tool(call("execute_plan", plan)).await?;
+    let said = text(&ran);
+    assert!(
+        said.contains("2026-07-28") && said.contains("directly"),
+        "{said}"
+    );
+    client.cancel().await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn server_requests_and_log_messages_are_relayed_to_the_host() -> R {
     let host = common::Recorder {
