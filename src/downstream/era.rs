@@ -29,7 +29,7 @@ const PROBE_ID: &str = "planmux-discover";
 /// with `initialize` when it spoke 2025-11-25 before.
 pub fn http_lifecycle(known: Era) -> ClientLifecycleMode {
     match known {
-        Era::Legacy => ClientLifecycleMode::Initialize,
+        Era::Legacy | Era::Guessed => ClientLifecycleMode::Initialize,
         _ => ClientLifecycleMode::Auto {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
@@ -54,16 +54,17 @@ pub fn undiscovered(error: &ClientInitializeError) -> bool {
 /// takes to start (`npx` downloading a package): the caller bounds the start. A
 /// discovery result that offers 2026-07-28 means discovery; an error, or any other
 /// answer (some hand-written servers answer every method they do not know with `{}`),
-/// means `initialize`. A server that spoke 2025-11-25 before (`known`) is not asked.
+/// means `initialize`. A server that spoke 2025-11-25 before (`era`) is not asked, nor,
+/// the next time, one that closed the connection instead of answering.
 /// rmcp's own probe falls back after 10 s, and then reads the late answer as a wrong
 /// answer to `initialize`.
 pub async fn line_lifecycle<T: Transport<RoleClient>>(
     transport: &mut T,
-    known: Era,
+    era: &EraCell,
     info: &ClientConfig,
 ) -> Result<ClientLifecycleMode, String> {
     let legacy = ClientLifecycleMode::Initialize;
-    if known == Era::Legacy {
+    if matches!(era.get(), Era::Legacy | Era::Guessed) {
         return Ok(legacy);
     }
     let mut discover = DiscoverRequest::new(DiscoverRequestParams {});
@@ -83,6 +84,9 @@ pub async fn line_lifecycle<T: Transport<RoleClient>>(
         .map_err(|e| format!("cannot send server/discover: {e}"))?;
     loop {
         let Some(message) = transport.receive().await else {
+            // A server of the earlier era may exit on a method it does not know: the
+            // next start speaks `initialize` to it at once.
+            era.set(Era::Guessed);
             return Err("the connection closed before the server answered server/discover".into());
         };
         match message {
@@ -141,6 +145,10 @@ pub enum Era {
     Legacy,
     /// `server/discover`, per-request `_meta`, no session (2026-07-28).
     Modern,
+    /// Taken for `Legacy` once: it closed the connection when asked `server/discover` (a
+    /// server of the earlier era may exit on a method it does not know). Its next start
+    /// speaks `initialize`; if that fails too, the era is unknown again.
+    Guessed,
 }
 
 impl Era {
@@ -163,7 +171,16 @@ impl EraCell {
         match self.0.load(Ordering::Acquire) {
             1 => Era::Legacy,
             2 => Era::Modern,
+            3 => Era::Guessed,
             _ => Era::Unknown,
+        }
+    }
+
+    /// A connection opened as `tried` said failed: a guess is dropped (`initialize` did
+    /// not work either), so the next start asks `server/discover` again.
+    pub fn failed(&self, tried: Era) {
+        if tried == Era::Guessed {
+            self.set(Era::Unknown);
         }
     }
 
@@ -172,6 +189,7 @@ impl EraCell {
             Era::Unknown => 0,
             Era::Legacy => 1,
             Era::Modern => 2,
+            Era::Guessed => 3,
         };
         self.0.store(value, Ordering::Release);
     }
@@ -312,7 +330,7 @@ mod tests {
             ClientCapabilities::default(),
             Implementation::new("planmux", "0"),
         );
-        let decided = line_lifecycle(&mut transport, Era::Unknown, &info).await;
+        let decided = line_lifecycle(&mut transport, &EraCell::default(), &info).await;
         (decided, server.await.unwrap_or_default())
     }
 
@@ -352,9 +370,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_server_that_closes_before_answering_is_a_failure_saying_so() {
+    async fn a_server_that_closes_instead_of_answering_is_spoken_to_with_initialize_next() {
         let (ours, theirs) = tokio::io::duplex(1024);
-        drop(theirs);
+        // It reads the question, and exits.
+        let server = tokio::spawn(async move {
+            let mut lines = BufReader::new(theirs).lines();
+            let _ = lines.next_line().await;
+        });
         let (read, write) = tokio::io::split(ours);
         let mut transport: LineTransport<RoleClient, _> =
             LineTransport::new(read, write, Limits::default(), "test");
@@ -362,11 +384,14 @@ mod tests {
             ClientCapabilities::default(),
             Implementation::new("planmux", "0"),
         );
-        let decided = line_lifecycle(&mut transport, Era::Unknown, &info).await;
+        let era = EraCell::default();
+        let decided = line_lifecycle(&mut transport, &era, &info).await;
+        let _ = server.await;
         assert!(decided.is_err(), "{decided:?}");
-        let known = line_lifecycle(&mut transport, Era::Legacy, &info).await;
+        assert_eq!(era.get(), Era::Guessed, "the next start speaks initialize");
+        let again = line_lifecycle(&mut transport, &era, &info).await;
         assert!(
-            matches!(known, Ok(ClientLifecycleMode::Initialize)),
+            matches!(again, Ok(ClientLifecycleMode::Initialize)),
             "not asked again"
         );
     }

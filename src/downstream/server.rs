@@ -330,6 +330,7 @@ impl Server {
             changes: self.changes.clone(),
         };
         let routes = Arc::new(ProgressRoutes::default());
+        let tried = self.era.get();
         let connected = transport::connect(
             &self.config,
             relay,
@@ -337,9 +338,10 @@ impl Server {
             self.fields.clone(),
             &self.standing,
             &self.tracker,
-            self.era.get(),
+            &self.era,
         )
-        .await?;
+        .await
+        .inspect_err(|_| self.era.failed(tried))?;
         let peer = connected.service.peer().clone();
         let era = Era::of(&peer);
         self.era.set(era);

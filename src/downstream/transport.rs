@@ -22,7 +22,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
 use super::calls::CallTable;
-use super::era::{self, Era};
+use super::era::{self, EraCell};
 use super::fields::ToolFields;
 use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
@@ -145,8 +145,8 @@ impl Drop for ProcessGroupGuard {
 }
 
 /// Opens the connection and completes the MCP handshake in the newest era the server
-/// speaks ([`super::era`]): at once with `initialize` when it spoke 2025-11-25 before
-/// (`known`).
+/// speaks ([`super::era`]): at once with `initialize` when `era` says it spoke
+/// 2025-11-25 before.
 pub(crate) async fn connect(
     config: &ServerConfig,
     relay: Relay,
@@ -154,7 +154,7 @@ pub(crate) async fn connect(
     fields: Arc<ToolFields>,
     standing: &Arc<crate::oauth::Standing>,
     tracker: &TaskTracker,
-    known: Era,
+    era: &EraCell,
 ) -> Result<Connected, String> {
     if let Some(reason) = config.cannot_start() {
         return Err(reason);
@@ -231,7 +231,7 @@ pub(crate) async fn connect(
             let (transport, table) = with_table(transport, config, tracker);
             let mut tap = ProgressTap::new(transport, routes, router.clone());
             let handshake = async {
-                let lifecycle = era::line_lifecycle(&mut tap, known, &relay.get_info()).await?;
+                let lifecycle = era::line_lifecycle(&mut tap, era, &relay.get_info()).await?;
                 relay
                     .serve_with_lifecycle(tap, lifecycle)
                     .await
@@ -307,7 +307,7 @@ pub(crate) async fn connect(
                     Ok::<_, String>(served)
                 }
             };
-            let mut served = open(era::http_lifecycle(known)).await?;
+            let mut served = open(era::http_lifecycle(era.get())).await?;
             if served.as_ref().is_err_and(era::undiscovered) {
                 // It answered server/discover with something else: it does not know it.
                 served = open(ClientLifecycleMode::Initialize).await?;
@@ -335,7 +335,7 @@ pub(crate) async fn connect(
                 .with_inbound(noting);
             let (transport, table) = with_table(transport, config, tracker);
             let mut tap = ProgressTap::new(transport, routes, router.clone());
-            let lifecycle = era::line_lifecycle(&mut tap, known, &relay.get_info())
+            let lifecycle = era::line_lifecycle(&mut tap, era, &relay.get_info())
                 .await
                 .map_err(|e| format!("handshake failed: {e}"))?;
             let service = relay
