@@ -10,7 +10,8 @@
 //! (their definitions and calls), `asks` (the tools that ask the client on the call's
 //! stream: sampling and elicitation), `mrtr` (the tools and the prompt that ask through
 //! input-required results instead, for 2026-07-28 clients), `offers` (resources, prompts,
-//! completions) and `logging` (its log messages, at the level the client set).
+//! completions), `logging` (its log messages, at the level the client set) and `tasks`
+//! (the tools of the tasks extension's scenarios, and the tasks they start).
 
 // Sampling, elicitation relaying, logging and resources/subscribe are deprecated by SEP-2577
 // (or legacy-only); the suite still tests them on 2025-06-18 and 2025-11-25 sessions.
@@ -20,19 +21,21 @@ mod asks;
 mod logging;
 mod mrtr;
 mod offers;
+mod tasks;
 mod tools;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    GetTaskParams, GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerCapabilities,
     ServerConfig, ServerNotification, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -40,6 +43,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use logging::Logging;
 use mrtr::{Asker, Pending};
 use offers::{completions, contents, prompt_messages, prompts, resources, templates};
+use tasks::{TaskTool, Tasks};
 use tools::call;
 pub(super) use tools::tools;
 
@@ -52,27 +56,32 @@ pub struct ConformanceServer {
     logging: Logging,
     /// The input-required calls waiting for their next round.
     pending: Arc<Pending>,
+    /// The tasks its tools started, for `tasks/get`, `tasks/update` and `tasks/cancel`.
+    tasks: Arc<Tasks>,
 }
 
 impl ConformanceServer {
     /// A fixture with no subscriptions and every log level enabled.
     pub fn new() -> Arc<Self> {
-        Self::sharing(Arc::default())
+        Self::sharing(Arc::default(), Arc::default())
     }
 
     /// Fixtures for one HTTP listener, which makes one per session and one per 2026-07-28
     /// request: they share the input-required calls in flight, so that a retry finds the
-    /// round that asked it.
+    /// round that asked it, and the tasks, so that a `tasks/get` finds the task a call
+    /// started.
     pub(in crate::demo) fn factory() -> impl Fn() -> Arc<Self> + Send + Sync + 'static {
         let pending = Arc::<Pending>::default();
-        move || Self::sharing(pending.clone())
+        let tasks = Arc::<Tasks>::default();
+        move || Self::sharing(pending.clone(), tasks.clone())
     }
 
-    fn sharing(pending: Arc<Pending>) -> Arc<Self> {
+    fn sharing(pending: Arc<Pending>, tasks: Arc<Tasks>) -> Arc<Self> {
         Arc::new(Self {
             subscriptions: Mutex::new(HashSet::new()),
             logging: Logging::default(),
             pending,
+            tasks,
         })
     }
 
@@ -95,6 +104,7 @@ impl ServerHandler for ConformanceServer {
             .enable_resources_subscribe()
             .enable_resources_list_changed()
             .enable_tools()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             "planmux-demo-conformance",
@@ -122,6 +132,9 @@ impl ServerHandler for ConformanceServer {
         if let Some(asker) = Asker::tool(&request.name) {
             return mrtr::call_tool(asker, request, &context, &self.pending);
         }
+        if let Some(job) = TaskTool::named(&request.name) {
+            return tasks::call_tool(job, request, &context, &self.tasks).await;
+        }
         if self.get_tool(&request.name).is_none() {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool '{}'", request.name),
@@ -138,6 +151,30 @@ impl ServerHandler for ConformanceServer {
         Ok(call(&request.name, &args, &context, &self.logging)
             .await
             .into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks.get(request)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.update(request)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(request)
     }
 
     async fn list_resources(

@@ -1613,8 +1613,19 @@ async fn the_conformance_server_scenarios_pass_through_planmux_as_directly() -> 
             let proxied = suite.requirements(&planmux.url(), revision).await?;
             for (scenario, passed) in &direct {
                 let there = proxied.iter().find(|(s, _)| s == scenario);
-                if *passed && there.is_none_or(|(_, p)| !p) {
-                    differences.push(format!("{revision} {scenario} with {way}"));
+                let through = there.is_some_and(|(_, p)| *p);
+                match (
+                    *passed,
+                    through,
+                    NOT_RELAYED_YET.contains(&scenario.as_str()),
+                ) {
+                    (true, false, false) => {
+                        differences.push(format!("{revision} {scenario} with {way}"));
+                    }
+                    (_, true, true) => differences.push(format!(
+                        "{revision} {scenario} passes with {way}: take it off NOT_RELAYED_YET"
+                    )),
+                    _ => {}
                 }
             }
         }
@@ -1626,17 +1637,30 @@ async fn the_conformance_server_scenarios_pass_through_planmux_as_directly() -> 
     Ok(())
 }
 
+/// The tasks extension's scenarios the fixture passes directly and planmux fails, held to
+/// failing so the list stays true: planmux does not relay tasks yet (issue 34: a
+/// task-augmented call runs plain, `tasks/*` are not routed).
+const NOT_RELAYED_YET: &[&str] = &[
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-mrtr-composition",
+];
+
 /// Whether the fixture may fail `scenario` directly: `server-stateless` asks for two
 /// diagnostic tools it does not have (`test_streaming_elicitation`, `test_logging_tool`);
-/// the pending scenarios (run, never scored) check drafts; and the fixture has no tasks
-/// yet (the tasks extension's scenarios, unscored).
+/// the pending scenarios (run, never scored) check drafts.
 fn fails_directly(scenario: &str) -> bool {
     const PENDING: [&str; 3] = [
         "json-schema-2020-12",
         "http-header-validation",
         "http-custom-header-server-validation",
     ];
-    scenario == "server-stateless" || PENDING.contains(&scenario) || scenario.starts_with("tasks-")
+    scenario == "server-stateless" || PENDING.contains(&scenario)
 }
 
 /// The suite's client scenarios of each revision against planmux's downstream side: its

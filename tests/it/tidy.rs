@@ -46,6 +46,12 @@ const SPAWNS: &[(&str, &str)] = &[
         "downstream/server/inputs.rs",
         "tracker.spawn(async move { server.answer_turn(turn).await });",
     ),
+    // A demo task's work: held by its rmcp `TaskManager`, shut down when the fixture's
+    // `Tasks` evicts or drops it.
+    (
+        "demo/conformance/tasks.rs",
+        "let task = manager.spawn(options, work);",
+    ),
     ("downstream/sign_ins.rs", "self.tracker.spawn(async move {"),
     ("downstream/transport.rs", "tracker.spawn(async move {"),
     (

@@ -11,7 +11,7 @@
 //! and is refused (-32602). A handle needs no key: the fixture's state never leaves it
 //! (planmux's own, which does, is sealed: `upstream/sealed.rs`).
 
-mod questions;
+pub(super) mod questions;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -112,7 +112,7 @@ const PLAIN_TOOLS: [(&str, &str); 11] = [
 ];
 
 /// Every tool the scenarios call, plus `test_reconnection` (server-sse-polling); the
-/// input-required ones are `mrtr`'s.
+/// input-required ones are `mrtr`'s, the tasks extension's `tasks`'.
 pub(in crate::demo) fn tools() -> Vec<Tool> {
     let string_arg = |name: &str, description: &str| {
         json!({
@@ -149,6 +149,7 @@ pub(in crate::demo) fn tools() -> Vec<Tool> {
         ),
     ]);
     tools.extend(super::mrtr::tools());
+    tools.extend(super::tasks::tools());
     tools
 }
 

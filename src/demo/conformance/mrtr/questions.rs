@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// One thing an asker may ask the client, named by its key in `inputRequests`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Question {
+pub(in crate::demo::conformance) enum Question {
     UserName,
     Capital,
     ClientRoots,
@@ -25,7 +25,7 @@ pub(super) enum Question {
 }
 
 impl Question {
-    pub(super) fn key(self) -> &'static str {
+    pub(in crate::demo::conformance) fn key(self) -> &'static str {
         match self {
             Self::UserName => "user_name",
             Self::Capital => "capital_question",
@@ -39,7 +39,7 @@ impl Question {
     }
 
     /// The request that asks it, as the scenarios print them.
-    pub(super) fn ask(self) -> Ask {
+    pub(in crate::demo::conformance) fn ask(self) -> Ask {
         let form = |message, field| Ask::Form {
             message,
             field,
@@ -77,7 +77,7 @@ impl Question {
 }
 
 /// The three kinds of input request, with what a question puts in one.
-pub(super) enum Ask {
+pub(in crate::demo::conformance) enum Ask {
     /// `elicitation/create`: a form of one required field, a string or a boolean.
     Form {
         message: &'static str,
@@ -94,7 +94,7 @@ pub(super) enum Ask {
 }
 
 /// A client's answer to one question.
-pub(super) enum Reply {
+pub(in crate::demo::conformance) enum Reply {
     /// What it gave, as text.
     Given(String),
     /// The user declined or cancelled the form.
@@ -102,7 +102,7 @@ pub(super) enum Reply {
 }
 
 impl Ask {
-    pub(super) fn request(&self) -> InputRequest {
+    pub(in crate::demo::conformance) fn request(&self) -> InputRequest {
         match *self {
             Self::Form {
                 message,
@@ -137,7 +137,7 @@ impl Ask {
     }
 
     /// Reads the client's answer: it must be the result this request calls for.
-    pub(super) fn read(&self, response: &Value) -> Result<Reply, String> {
+    pub(in crate::demo::conformance) fn read(&self, response: &Value) -> Result<Reply, String> {
         fn parse<T: serde::de::DeserializeOwned>(value: &Value, what: &str) -> Result<T, String> {
             T::deserialize(value).map_err(|e| format!("not {what}: {e}"))
         }
