@@ -479,12 +479,7 @@ impl LineCall {
     /// Stops waiting for the answer (it is dropped when it comes) and tells the server
     /// why (`reason`, if any), if the call was still waiting. Whether it was.
     pub fn cancel(&self, reason: Option<&str>) -> bool {
-        let removed = self.table.waiting().calls.remove(&self.id);
-        let waiting = removed.is_some();
-        if let Some(turns) = removed.and_then(|waiter| waiter.turns) {
-            // The host may be answering the server's questions: those stop too.
-            turns.asking.cancel();
-        }
+        let waiting = self.table.waiting().calls.remove(&self.id).is_some();
         if waiting {
             self.table.notify_cancelled(&self.id, reason);
         }

@@ -34,7 +34,15 @@ pub(super) struct Turns {
     request: Arc<[u8]>,
     rounds: usize,
     /// Cancelled when the call ends while its questions are out.
-    pub(super) asking: CancellationToken,
+    asking: CancellationToken,
+}
+
+/// However a call ends (its answer, its time limit, the connection's end, a cancellation),
+/// the questions still out about it stop: the host's dialog closes.
+impl Drop for Turns {
+    fn drop(&mut self) {
+        self.asking.cancel();
+    }
 }
 
 impl Turns {
