@@ -157,6 +157,10 @@ pub enum Command {
         /// Serve over streamable HTTP at this address (endpoint /mcp) instead of stdio.
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
+        /// Speak only protocol 2025-11-25 over stdio (no server/discover; ask the client
+        /// with requests), as a server of the earlier era.
+        #[arg(long, conflicts_with = "http")]
+        legacy: bool,
     },
 }
 

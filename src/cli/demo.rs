@@ -7,11 +7,16 @@ use std::path::PathBuf;
 use super::Report;
 use crate::demo::DemoKind;
 
-/// `planmux demo NAME [--root DIR] [--http ADDR]`.
-pub async fn demo(name: DemoKind, root: Option<PathBuf>, http: Option<SocketAddr>) -> Report {
+/// `planmux demo NAME [--root DIR] [--http ADDR | --legacy]`.
+pub async fn demo(
+    name: DemoKind,
+    root: Option<PathBuf>,
+    http: Option<SocketAddr>,
+    legacy: bool,
+) -> Report {
     let served = match http {
         Some(addr) => crate::demo::serve_http(name, root, addr).await,
-        None => crate::demo::serve_stdio(name, root).await,
+        None => crate::demo::serve_stdio(name, root, legacy).await,
     };
     Report::new().ended(served.map(|()| 0))
 }

@@ -63,7 +63,12 @@ pub async fn execute(cli: Cli, signal: Signal) -> Report {
     // Those that need no config first: a broken servers.toml must not keep them from
     // running (`import` makes one).
     match cli.command.unwrap_or(stdio) {
-        Command::Demo { name, root, http } => demo::demo(name, root, http).await,
+        Command::Demo {
+            name,
+            root,
+            http,
+            legacy,
+        } => demo::demo(name, root, http, legacy).await,
         Command::Import {
             from,
             output,

@@ -93,6 +93,8 @@ impl FromStr for DemoKind {
 /// restarted server starts fresh, as a real one would.
 pub struct DemoServer {
     kind: DemoKind,
+    /// Speaks only 2025-11-25: `server/discover` is a method it does not know.
+    legacy: bool,
     /// The `files` sandbox.
     root: PathBuf,
     state: Counters,
@@ -116,9 +118,20 @@ impl DemoServer {
         let root = root.unwrap_or_else(|| std::env::temp_dir().join("planmux-files"));
         Arc::new(Self {
             kind,
+            legacy: false,
             root,
             state: Counters::default(),
         })
+    }
+
+    /// A demo server of the earlier era, as most servers still are: it asks its client
+    /// with requests and knows no `server/discover`.
+    pub fn legacy(kind: DemoKind, root: Option<PathBuf>) -> Arc<Self> {
+        let mut server = Self::new(kind, root);
+        if let Some(server) = Arc::get_mut(&mut server) {
+            server.legacy = true;
+        }
+        server
     }
 
     /// The tools it lists now.
@@ -153,6 +166,21 @@ impl DemoServer {
 }
 
 impl ServerHandler for DemoServer {
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        if self.legacy {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::DiscoverRequestMethod,
+            >());
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
@@ -235,10 +263,27 @@ where
     Ok(())
 }
 
-/// Serves one demo over this process's stdin/stdout until the client disconnects.
-pub async fn serve_stdio(kind: DemoKind, root: Option<PathBuf>) -> anyhow::Result<()> {
+/// Serves one demo over this process's stdin/stdout until the client disconnects; one
+/// of the earlier era only when `legacy`.
+pub async fn serve_stdio(
+    kind: DemoKind,
+    root: Option<PathBuf>,
+    legacy: bool,
+) -> anyhow::Result<()> {
+    if legacy && kind == DemoKind::Conformance {
+        anyhow::bail!("the conformance demo speaks both eras: --legacy is for the others");
+    }
     let (read, write) = crate::pipes::host_stdio()?;
     let transport = LineTransport::blocking(read, write, Limits::default(), "the client").serving();
+    if legacy {
+        use rmcp::ServiceExt;
+        DemoServer::legacy(kind, root)
+            .serve(transport)
+            .await?
+            .waiting()
+            .await?;
+        return Ok(());
+    }
     serve_on(kind, root, transport).await
 }
 

@@ -355,6 +355,54 @@ async fn servers_ask_and_tell_only_the_calling_session() -> R {
     Ok(())
 }
 
+/// A server of the earlier era (`planmux demo chaos --legacy`: requests during a call, no
+/// `server/discover`) asks its question with a request, which names no call: it reaches
+/// the one session whose call is in flight on that server; while calls of two sessions
+/// are in flight there, it cannot be placed and neither is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_servers_request_reaches_the_one_session_whose_call_is_in_flight() -> R {
+    let config = format!(
+        "[servers.old]\ncommand = \"{}\"\nargs = [\"demo\", \"chaos\", \"--legacy\"]\n",
+        crate::common::bin()
+    );
+    let front = Front::only(&config).await?;
+    let recorder = || Recorder {
+        capable: true,
+        elicit: Elicit::Accept,
+        ..Default::default()
+    };
+    let (first, second) = (recorder(), recorder());
+    let a = front.client(first.clone(), None).await?;
+    let b = front.client(second.clone(), None).await?;
+    let ask = || call("old__ask_host", json!({"kind": "elicitation"}));
+    let answered = b.call_tool(ask()).await?;
+    assert!(text(&answered).contains("Ada"), "{}", text(&answered));
+    let asked = |r: &Recorder| r.seen.lock().map(|s| s.elicitations.len()).unwrap_or(0);
+    assert_eq!((asked(&first), asked(&second)), (0, 1));
+    let (slow, refused) = tokio::join!(
+        a.call_tool(call("old__sleep", json!({"ms": 1500}))),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            b.call_tool(ask()).await
+        }
+    );
+    slow?;
+    let refused = refused?;
+    assert!(
+        text(&refused).contains("several HTTP sessions"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(
+        (asked(&first), asked(&second)),
+        (0, 1),
+        "nobody more was asked"
+    );
+    a.cancel().await?;
+    b.cancel().await?;
+    Ok(())
+}
+
 /// Two sessions' calls at once, each with its progress token: each session hears its own
 /// call's progress only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
