@@ -60,7 +60,18 @@ impl Server {
             if round == MAX_ROUNDS {
                 break;
             }
-            let (responses, state) = self.answers(asked, &tool, caller, cancel).await?;
+            // The host (its user) answers within the call's time limit, as a legacy
+            // server's request during the call would have to.
+            let limit = self.config.call_timeout;
+            let answers = self.answers(asked, &tool, caller, cancel);
+            let (responses, state) =
+                tokio::time::timeout(limit, answers).await.map_err(|_| {
+                    DownstreamError::Timeout {
+                        server: self.config.name.clone(),
+                        tool: tool.clone(),
+                        after: limit,
+                    }
+                })??;
             params.input_responses = responses;
             params.request_state = state;
         }
