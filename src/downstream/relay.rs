@@ -120,13 +120,8 @@ impl Relay {
         caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<ClientResult, ErrorData> {
+        // A 2026-07-28 host has no session info to ask by: `target` says so.
         let (peer, caps, origin) = self.target(what, caller).await?;
-        let modern = peer
-            .peer_info()
-            .is_some_and(|info| info.protocol_version >= ProtocolVersion::V_2026_07_28);
-        if modern {
-            return Err(takes_no_requests(what));
-        }
         if !supported(&caps) {
             return Err(unsupported(what));
         }

@@ -149,11 +149,7 @@ impl Downstreams {
             params.input_responses = responses;
             params.request_state = state;
         }
-        Err(DownstreamError::Unanswered {
-            server: server.config.name.clone(),
-            tool: label,
-            why: format!("it asked {MAX_ROUNDS} times in a row and still wanted more"),
-        })
+        Err(server.too_many_rounds(&label))
     }
 
     /// `resources/read`, routed by URI (the URI is passed on unchanged).

@@ -540,11 +540,16 @@ fn discover_probe_and_stateless_calls_work() -> R {
     Ok(())
 }
 
-/// rmcp's own client in its auto mode (probe, then fall back) works as well.
-#[tokio::test]
-async fn auto_lifecycle_client_works() -> R {
-    use rmcp::model::ProtocolVersion;
-    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+/// `planmux serve` over the chaos demo, driven by `host` connecting in `mode`; the
+/// config's folder, kept as long as the client runs.
+async fn chaos_with_lifecycle(
+    host: common::Recorder,
+    mode: rmcp::service::ClientLifecycleMode,
+) -> anyhow::Result<(
+    rmcp::service::RunningService<rmcp::RoleClient, common::Recorder>,
+    tempfile::TempDir,
+)> {
+    use rmcp::service::ClientServiceExt;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("servers.toml");
     std::fs::write(&path, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
@@ -553,13 +558,19 @@ async fn auto_lifecycle_client_works() -> R {
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())
         .spawn()?;
+    Ok((host.serve_with_lifecycle(transport, mode).await?, dir))
+}
+
+/// rmcp's own client in its auto mode (probe, then fall back) works as well.
+#[tokio::test]
+async fn auto_lifecycle_client_works() -> R {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::ClientLifecycleMode;
     let mode = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
-    let client = common::Recorder::default()
-        .serve_with_lifecycle(transport, mode)
-        .await?;
+    let (client, _dir) = chaos_with_lifecycle(common::Recorder::default(), mode).await?;
     assert!(
         client
             .list_all_tools()
@@ -581,15 +592,7 @@ async fn auto_lifecycle_client_works() -> R {
 #[tokio::test]
 async fn a_2026_host_answers_its_own_calls_questions_and_a_plan_step_says_it_cannot() -> R {
     use rmcp::model::ProtocolVersion;
-    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("servers.toml");
-    std::fs::write(&path, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
-    let mut cmd = tokio::process::Command::new(common::bin());
-    cmd.arg("serve").arg("--config").arg(&path);
-    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-        .stderr(Stdio::null())
-        .spawn()?;
+    use rmcp::service::ClientLifecycleMode;
     let mode = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
@@ -597,7 +600,7 @@ async fn a_2026_host_answers_its_own_calls_questions_and_a_plan_step_says_it_can
         capable: true,
         ..Default::default()
     };
-    let client = host.clone().serve_with_lifecycle(transport, mode).await?;
+    let (client, _dir) = chaos_with_lifecycle(host, mode).await?;
     let asked = client
         .call_tool(call("chaos__ask_host", json!({"kind": "elicitation"})))
         .await?;

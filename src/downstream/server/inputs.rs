@@ -163,7 +163,8 @@ impl Server {
         ))
     }
 
-    fn too_many_rounds(&self, tool: &str) -> DownstreamError {
+    /// Why a call whose server kept asking has no answer.
+    pub(in crate::downstream) fn too_many_rounds(&self, tool: &str) -> DownstreamError {
         DownstreamError::Unanswered {
             server: self.config.name.clone(),
             tool: tool.to_owned(),
