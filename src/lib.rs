@@ -31,6 +31,7 @@ pub mod policy;
 pub(crate) mod reload;
 pub mod runner;
 pub mod serve;
+pub(crate) mod task_set;
 pub mod telemetry;
 pub(crate) mod text;
 pub mod upstream;

@@ -18,6 +18,15 @@ use crate::exec::{Boards, Observer, RunRecord, RunStore, Settings, run};
 use crate::pipelines::{PipelineState, Pipelines};
 use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, prepare_on, schedule};
 use crate::policy::{Approval, Approver, Confirm};
+use crate::task_set::TaskSet;
+
+/// How many plans running as tasks are kept (each observable until its time-to-live;
+/// beyond that the oldest is stopped and forgotten).
+const KEPT_PLAN_TASKS: usize = 64;
+/// How long a plan task stays observable after the longest a plan may run.
+const PLAN_TASK_KEPT_AFTER: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+/// How often a host should poll a plan task.
+const PLAN_TASK_POLL_MS: u64 = 500;
 
 mod calls;
 
@@ -97,11 +106,16 @@ pub struct PlanRunner {
     boards: Boards,
     /// Approvals asked for and not yet given.
     pub tokens: Tokens,
+    /// The plans running as tasks (`"as_task": true`), for every session.
+    pub tasks: TaskSet,
 }
 
 impl PlanRunner {
     /// A runner with the limits of `config`.
     pub fn new(downstreams: Arc<Downstreams>, config: &Config) -> Self {
+        // A plan task stays observable for as long as a plan may run, and a while after.
+        let task_ttl = config.proxy.plan_timeout + PLAN_TASK_KEPT_AFTER;
+        let task_ttl_ms = u64::try_from(task_ttl.as_millis()).unwrap_or(u64::MAX);
         let nesting = Nesting {
             pipelines: Pipelines::new(&config.pipelines),
             settings: Settings::from_config(config),
@@ -117,6 +131,7 @@ impl PlanRunner {
             runs: RunStore::new(config.proxy.kept_runs, config.proxy.kept_run_bytes),
             boards: Boards::default(),
             tokens: Tokens::default(),
+            tasks: TaskSet::new(KEPT_PLAN_TASKS, task_ttl_ms, PLAN_TASK_POLL_MS),
         }
     }
 

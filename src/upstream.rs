@@ -9,6 +9,7 @@
 
 mod answers;
 mod cache;
+mod instructions;
 use cache::cached;
 mod calls;
 mod misread;
@@ -19,17 +20,19 @@ mod sealed;
 mod search;
 mod sign_in;
 pub mod surface;
+mod tasks;
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, DiscoverResult, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, Resource, ResourceTemplate, ResultType,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, CustomRequest, CustomResult, DiscoverResult, GetPromptRequestParams,
+    GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, Resource, ResourceTemplate, ResultType, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -195,41 +198,7 @@ impl Upstream {
         let host = surface::profile(context.client_info().as_ref());
         self.downstreams.settled(!host.list_changed).await;
     }
-
-    /// planmux's instructions, then each server's own under its name, bounded: each to
-    /// 2,000 characters, all to 8,000 (the servers that no longer fit are named).
-    fn instructions(&self) -> String {
-        let mut text = OWN_INSTRUCTIONS.to_owned();
-        let mut left_out = Vec::new();
-        for (server, own) in self.downstreams.instructions() {
-            let part = format!(
-                "\n\n## {server}\n{}",
-                crate::text::clip(own.trim(), MAX_SERVER_INSTRUCTIONS)
-            );
-            if text.len() + part.len() > MAX_INSTRUCTIONS {
-                left_out.push(server);
-            } else {
-                text.push_str(&part);
-            }
-        }
-        if !left_out.is_empty() {
-            text.push_str(&format!(
-                "\n\n(Instructions of {} left out for length.)",
-                left_out.join(", ")
-            ));
-        }
-        text
-    }
 }
-
-/// Longest instructions taken from one server, and from all of them together.
-const MAX_SERVER_INSTRUCTIONS: usize = 2_000;
-const MAX_INSTRUCTIONS: usize = 8_000;
-
-/// planmux's own instructions, before each server's.
-const OWN_INSTRUCTIONS: &str = "planmux fronts several MCP servers: their tools and prompts are \
-    listed as <server>__<name>, their resources under their own URIs. To run several calls \
-    that feed each other, send one execute_plan instead of one call per turn.";
 
 impl ServerHandler for Upstream {
     fn get_info(&self) -> ServerConfig {
@@ -243,10 +212,11 @@ impl ServerHandler for Upstream {
             .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("planmux", env!("CARGO_PKG_VERSION")))
-            .with_instructions(self.instructions())
+            .with_instructions(instructions::merged(self.downstreams.instructions()))
     }
 
     async fn initialize(
@@ -547,6 +517,32 @@ impl ServerHandler for Upstream {
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         Err(misread::misread(&request, modern))
+    }
+
+    // Each handler's future is boxed: rmcp's dispatch holds every handler's on its
+    // stack, which a debug build does not share between them.
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Box::pin(self.get_task_downstream(request, &context)).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Box::pin(self.update_task_downstream(request, &context)).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Box::pin(self.cancel_task_downstream(request, &context)).await
     }
 
     async fn call_tool(

@@ -35,7 +35,7 @@ use tokio_util::task::TaskTracker;
 use super::DownstreamError;
 use crate::wire::{Divert, Diverted, Forward, RawSender};
 use asked::Turns;
-pub(crate) use asked::{Answerer, InputTurn, Modern};
+pub(crate) use asked::{Answerer, InputTurn, Modern, Wants};
 
 mod asked;
 
@@ -355,10 +355,12 @@ impl CallTable {
         let Some(id) = envelope.id.map(Cow::into_owned) else {
             return Diverted::Left;
         };
-        if envelope
-            .result
-            .is_some_and(|result| self.asks(&id, result.get().as_bytes()))
-        {
+        let turned = match (envelope.result, envelope.error) {
+            (Some(result), _) => self.asks(&id, result.get().as_bytes()),
+            (None, Some(error)) => self.wants_task(&id, error.get().as_bytes()),
+            (None, None) => false,
+        };
+        if turned {
             return Diverted::Taken;
         }
         let Some(waiter) = self.waiting().calls.remove(&id) else {

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use rmcp::ErrorData;
+use rmcp::model::{ErrorCode, TASKS_EXTENSION_ID};
 
 use crate::plan::ToolMatch;
 
@@ -60,7 +61,6 @@ pub enum DownstreamError {
         server: String,
         error: Box<ErrorData>,
     },
-    /// The server answered with something that is not valid here.
     /// The server asked for input (2026-07-28 `input_required`) that no one gave.
     #[error("server '{server}' asked for input to {tool} that it did not get: {why}")]
     Unanswered {
@@ -68,6 +68,10 @@ pub enum DownstreamError {
         tool: String,
         why: String,
     },
+    /// The server cancelled the task a call made, before it ended.
+    #[error("server '{server}' cancelled its task for {tool}")]
+    TaskCancelled { server: String, tool: String },
+    /// The server answered with something that is not valid here.
     #[error("server '{server}' broke the protocol: {message}")]
     Protocol { server: String, message: String },
     /// The server needs the user to sign in (OAuth) before it answers.
@@ -85,6 +89,11 @@ pub enum DownstreamError {
 }
 
 impl DownstreamError {
+    /// Whether this is the server saying the call runs only as a task.
+    pub(crate) fn needs_tasks(&self) -> bool {
+        matches!(self, DownstreamError::Rpc { error, .. } if wants_tasks(error))
+    }
+
     /// Why a host's call of `name` goes nowhere, from how it resolved: unknown with the
     /// hints a plan step gets for the same name, or ambiguous with every candidate.
     pub(crate) fn unresolved(name: &str, resolved: ToolMatch<'_>) -> Self {
@@ -99,6 +108,17 @@ impl DownstreamError {
             },
         }
     }
+}
+
+/// Whether `error` says a call needs the client to declare the tasks extension
+/// (`-32021`, Missing Required Client Capability, naming it).
+pub(crate) fn wants_tasks(error: &ErrorData) -> bool {
+    let required = error
+        .data
+        .as_ref()
+        .and_then(|d| d.get("requiredCapabilities"));
+    error.code == ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        && required.is_some_and(|r| r["extensions"].get(TASKS_EXTENSION_ID).is_some())
 }
 
 /// A server's JSON-RPC error as a message, or planmux's refusal of its answer (which the

@@ -18,6 +18,7 @@ mod server;
 mod sessions;
 mod sign_ins;
 mod tap;
+mod tasks;
 mod transport;
 
 use std::sync::{Arc, PoisonError, RwLock};

@@ -4,9 +4,8 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{
-    CancelledNotificationParam, ClientRequest, RequestMetaObject, ServerResult, Tool,
-};
+use rmcp::model::{CancelledNotificationParam, ClientCapabilities, ClientRequest};
+use rmcp::model::{RequestMetaObject, ServerResult, Tool};
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
 use tokio_util::sync::CancellationToken;
@@ -16,6 +15,7 @@ mod ends;
 mod inputs;
 pub(super) use inputs::MAX_ROUNDS;
 mod sign_in;
+mod tasks;
 mod watches;
 
 use super::DownstreamError;
@@ -435,17 +435,19 @@ impl Server {
         label: &str,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, DownstreamError> {
-        self.exchange(request, label, None, cancel).await
+        self.exchange(request, label, None, None, cancel).await
     }
 
     /// Sends one request within the call timeout, following cancellation (the server is
-    /// told), with progress routed to `caller` if it asked for it; its answer, or why
-    /// there is none. While it is in flight, what the server asks or says is for `caller`.
+    /// told), with progress routed to `caller` if it asked for it, declaring `declared` (else
+    /// what the connection declared); its answer, or why there is none. While it is in
+    /// flight, what the server asks or says is for `caller`.
     async fn exchange(
         self: &Arc<Self>,
         request: ClientRequest,
         label: &str,
         caller: Option<&Caller>,
+        declared: Option<&ClientCapabilities>,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, DownstreamError> {
         let mut calling = self.host.calling(&self.config.name, caller);
@@ -470,10 +472,9 @@ impl Server {
             tool: tool.clone(),
             after: timeout,
         };
-        // A 2026-07-28 host's call tells the server what that host can answer.
-        let meta = caller.and_then(|c| c.capabilities.clone()).map(|caps| {
+        let meta = declared.map(|caps| {
             let mut meta = RequestMetaObject::new();
-            meta.set_client_capabilities(caps);
+            meta.set_client_capabilities(caps.clone());
             meta
         });
         let send = |live: Arc<Live>, request: ClientRequest| {

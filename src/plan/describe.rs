@@ -54,6 +54,7 @@ pub fn execute_plan_input_schema() -> Value {
             "outputs": {"type": ["array", "object"]},
             "on_error": {"enum": policies},
             "inputs": {"type": "object"},
+            "as_task": {"type": "boolean", "description": "answer at once with a task the host follows (hosts with tasks)"},
             "plan": {"type": ["string", "object", "array"]}
         }
     })

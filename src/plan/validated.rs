@@ -287,6 +287,7 @@ pub struct ValidatedPlan {
     pub(super) inputs: Value,
     pub(super) timeout_ms: Option<u64>,
     pub(super) lazy: bool,
+    pub(super) as_task: bool,
     pub(super) prompts: Vec<(String, String)>,
     pub(super) warnings: Vec<PlanIssue>,
     /// Step id → position in `steps`, so lookups stay O(1) in plans of thousands of steps.
@@ -391,6 +392,12 @@ impl ValidatedPlan {
     /// `"dry_run": true`).
     pub fn lazy(&self) -> bool {
         self.lazy
+    }
+
+    /// Whether the plan asked to run as a task (`"as_task": true`), for a host that
+    /// holds tasks.
+    pub fn as_task(&self) -> bool {
+        self.as_task
     }
 
     /// Seed 002's `conditionPrompt` / `aggregationPrompt`, as written.

@@ -265,6 +265,7 @@ fn invoke_error(error: DownstreamError) -> InvokeError {
         | DownstreamError::Rpc { .. }
         | DownstreamError::Protocol { .. }
         | DownstreamError::Unanswered { .. }
+        | DownstreamError::TaskCancelled { .. }
         | DownstreamError::Closed { .. }
         | DownstreamError::NeedsSignIn { .. }
         | DownstreamError::Unauthorized { .. }) => InvokeError::Rejected(e.to_string()),

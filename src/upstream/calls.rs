@@ -38,6 +38,10 @@ impl Upstream {
                 sealed::seal_asked(&mut asked, &tool)?;
                 Ok(CallToolResponse::InputRequired(asked))
             }
+            Ok(CallToolResponse::Task(mut created)) => {
+                created.task.task_id = sealed::task_id(&tool, &created.task.task_id)?;
+                Ok(CallToolResponse::Task(created))
+            }
             Ok(other) => Ok(other),
             Err(error) => host_answer(error).map(Into::into),
         }

@@ -22,11 +22,13 @@ use tokio_util::sync::CancellationToken;
 use super::{Upstream, tool_error};
 use crate::approval::{Channel, Request};
 use crate::downstream::Caller;
-use crate::exec::{ItemRecord, Observer, StepRecord, StepStatus, is_error};
+use crate::exec::{ItemRecord, Observer, RunRecord, StepRecord, StepStatus, is_error};
 use crate::pipelines::Pipelines;
 use crate::plan::{PlannedStep, Ref, Template, ValidatedPlan, check_args, render_issues};
 use crate::policy::{Approval, Approver, Route};
 use crate::runner::Unchecked;
+
+mod task;
 
 impl Upstream {
     /// `execute_plan`: validates, asks for approval when a step needs it, runs.
@@ -51,6 +53,16 @@ impl Upstream {
             ))];
             answer.is_error = Some(false);
             return answer.into();
+        }
+        // A host that holds tasks may have the plan run as one; its approval is then the
+        // task's question, so it needs a host that shows forms.
+        if checked.plan.as_task()
+            && task::holds_tasks(context)
+            && (checked.approval.is_none() || form_elicitation(context))
+        {
+            return self
+                .plan_as_task(checked.plan, checked.approval, context)
+                .unwrap_or_else(|e| tool_error(format!("{}; nothing ran", e.message)).into());
         }
         let approval = match checked.approval {
             None => None,
@@ -351,12 +363,17 @@ impl Upstream {
         if let Some(relay) = progress {
             relay.finish().await;
         }
+        self.answered(record).await.into()
+    }
+
+    /// A run's record as the answer the model reads.
+    async fn answered(&self, record: Arc<RunRecord>) -> CallToolResult {
         let failed = is_error(&record);
         let (result, text) = self.runner.answer(record).await;
         let mut answer = CallToolResult::structured(result);
         answer.content = vec![ContentBlock::text(text)];
         answer.is_error = Some(failed);
-        answer.into()
+        answer
     }
 }
 

@@ -5,6 +5,10 @@
 //! before it goes back to the server, so the server gets its state as it gave it. A state
 //! the host made up, changed, took from another tool or kept too long is refused, and
 //! never reaches a server.
+//!
+//! A server's task (SEP-2663) reaches the host under an id of planmux's: the tool whose
+//! call made it and the server's id, sealed the same way without a time limit (the same
+//! task always has the same id). An id planmux did not give out names no task.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -77,6 +81,33 @@ pub fn seal_asked(asked: &mut InputRequiredResult, bound: &str) -> Result<(), Er
     Ok(())
 }
 
+/// What a task id is bound to, so that no other sealed value passes for one.
+const TASK: &[u8] = b"task";
+
+/// The id the host holds for the server's task `task`, made by a call of `tool` (its
+/// exported name).
+pub fn task_id(tool: &str, task: &str) -> Result<String, ErrorData> {
+    let options = SealOptions::new().associated_data(TASK);
+    codec()
+        .and_then(|codec| codec.seal_json_with(&(tool, task), &options).ok())
+        .ok_or_else(|| ErrorData::internal_error("planmux cannot seal the task's id", None))
+}
+
+/// The tool whose call made the task the host names `id`, and the server's id for it.
+pub fn open_task_id(id: &str) -> Result<(String, String), ErrorData> {
+    codec()
+        .and_then(|codec| codec.open_json_with(id, TASK).ok())
+        .ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!(
+                    "unknown task '{}': planmux gave out no such taskId",
+                    crate::text::clip(id, 80)
+                ),
+                None,
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +126,27 @@ mod tests {
             open("server-state-1", "a__ask").is_err(),
             "a state planmux did not seal"
         );
+    }
+
+    #[test]
+    fn a_task_keeps_one_id_that_names_its_tool_and_server_id() {
+        let id = task_id("a__slow", "t-1").expect("a key");
+        assert_eq!(
+            task_id("a__slow", "t-1").expect("a key"),
+            id,
+            "the same each time"
+        );
+        assert_eq!(
+            open_task_id(&id).expect("planmux's"),
+            ("a__slow".to_owned(), "t-1".to_owned())
+        );
+        let state = seal("[\"a__slow\",\"t-1\"]", "a__slow").expect("a key");
+        assert!(
+            open_task_id(&state).is_err(),
+            "a sealed state is no task id"
+        );
+        assert!(open_task_id("t-1").is_err(), "nor is the server's own id");
+        let error = open_task_id("t-1").expect_err("no task id");
+        assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     }
 }

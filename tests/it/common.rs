@@ -46,7 +46,7 @@ pub struct Seen {
 /// How a capable [`Recorder`] answers elicitation.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub enum Elicit {
-    /// Accept, with `{"name": "Ada"}`.
+    /// Accept, with `{"name": "Ada", "confirm": true}`.
     #[default]
     Accept,
     Decline,
@@ -68,6 +68,8 @@ pub struct Recorder {
     pub name: Option<&'static str>,
     /// With `capable`, declare both elicitation modes (form and URL).
     pub url_elicitation: bool,
+    /// Declare the tasks extension (SEP-2663): it holds the tasks of its calls.
+    pub tasks: bool,
 }
 
 impl Recorder {
@@ -99,6 +101,16 @@ impl ClientHandler for Recorder {
         } else {
             ClientCapabilities::default()
         };
+        let capabilities = if self.tasks {
+            let mut caps = capabilities;
+            caps.extensions.get_or_insert_default().insert(
+                rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+                rmcp::model::JsonObject::new(),
+            );
+            caps
+        } else {
+            capabilities
+        };
         let name = self.name.unwrap_or("planmux-tests");
         ClientConfig::new(capabilities, Implementation::new(name, "0"))
     }
@@ -126,7 +138,9 @@ impl ClientHandler for Recorder {
             seen.elicitations.push(message.clone());
         }
         let answer = match self.elicit {
-            Elicit::Accept => serde_json::json!({"action": "accept", "content": {"name": "Ada"}}),
+            Elicit::Accept => {
+                serde_json::json!({"action": "accept", "content": {"name": "Ada", "confirm": true}})
+            }
             Elicit::Decline => serde_json::json!({"action": "decline"}),
             Elicit::Cancel => serde_json::json!({"action": "cancel"}),
             Elicit::Hang => std::future::pending().await,
@@ -241,6 +255,11 @@ pub async fn logged(path: &Path, text: &str) -> bool {
         std::fs::read_to_string(path).is_ok_and(|log| log.contains(text))
     })
     .await
+}
+
+/// [`start_logged`] with a given client handler.
+pub async fn start_logged_with(config: &str, recorder: Recorder) -> anyhow::Result<Proxy> {
+    spawn(config, recorder, true).await
 }
 
 /// Writes `config` to a temp folder and starts `planmux serve --config` on it.

@@ -1614,18 +1614,8 @@ async fn the_conformance_server_scenarios_pass_through_planmux_as_directly() -> 
             for (scenario, passed) in &direct {
                 let there = proxied.iter().find(|(s, _)| s == scenario);
                 let through = there.is_some_and(|(_, p)| *p);
-                match (
-                    *passed,
-                    through,
-                    NOT_RELAYED_YET.contains(&scenario.as_str()),
-                ) {
-                    (true, false, false) => {
-                        differences.push(format!("{revision} {scenario} with {way}"));
-                    }
-                    (_, true, true) => differences.push(format!(
-                        "{revision} {scenario} passes with {way}: take it off NOT_RELAYED_YET"
-                    )),
-                    _ => {}
+                if *passed && !through {
+                    differences.push(format!("{revision} {scenario} with {way}"));
                 }
             }
         }
@@ -1636,20 +1626,6 @@ async fn the_conformance_server_scenarios_pass_through_planmux_as_directly() -> 
     );
     Ok(())
 }
-
-/// The tasks extension's scenarios the fixture passes directly and planmux fails, held to
-/// failing so the list stays true: planmux does not relay tasks yet (issue 34: a
-/// task-augmented call runs plain, `tasks/*` are not routed).
-const NOT_RELAYED_YET: &[&str] = &[
-    "tasks-lifecycle",
-    "tasks-capability-negotiation",
-    "tasks-wire-fields",
-    "tasks-request-state-removal",
-    "tasks-mrtr-input",
-    "tasks-request-headers",
-    "tasks-dispatch-and-envelope",
-    "tasks-mrtr-composition",
-];
 
 /// Whether the fixture may fail `scenario` directly: `server-stateless` asks for two
 /// diagnostic tools it does not have (`test_streaming_elicitation`, `test_logging_tool`);

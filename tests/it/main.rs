@@ -19,4 +19,5 @@ mod plans;
 mod routes;
 mod safety;
 mod startup;
+mod tasks;
 mod tidy;

@@ -452,12 +452,14 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
 /// most of it (`Server::call`, and `LineRoute::send_now`, `send` and `call` take
 /// `&Authorized`, whose field is private to `policy`); this test holds the rest: a
 /// `tools/call` request is built in two places (rmcp's typed one, a plan step's raw one),
-/// each behind the proof, and only `Policy::authorize` makes a proof. A
+/// each behind the proof (the typed one reached from `Server::call` and from a raw call
+/// already sent by `LineRoute`), and only `Policy::authorize` makes a proof. A
 /// new path that builds its own request, or calls a peer's `call_tool`, fails here.
 #[test]
 fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
     let mut builds = Vec::new();
     let mut proofs = Vec::new();
+    let mut declaring = Vec::new();
     // Unit tests act as hosts, calling planmux itself: not a way to a downstream.
     for (name, text) in common::sources()? {
         let code = common::code(&name, &text);
@@ -480,6 +482,9 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
             {
                 builds.push(format!("{name}: {function}"));
             }
+            if line.contains(".call_declaring(") {
+                declaring.push(format!("{name}: {function}"));
+            }
             if line.contains(".call_tool(") {
                 assert!(
                     authorized && line.contains("proof"),
@@ -499,9 +504,21 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
         builds,
         [
             "downstream/route.rs: pub(crate) async fn call(",
-            "downstream/server/inputs.rs: pub(crate) async fn call("
+            "downstream/server/inputs.rs: pub(super) async fn call_declaring("
         ],
-        "a tools/call is built outside Server::call and LineRoute::call"
+        "a tools/call is built outside Server::call_declaring and LineRoute::call"
+    );
+    // rmcp's typed call is made by `Server::call` (which takes the proof), and by a line
+    // connection's call whose tool runs only as a task, sent again on the typed path: that
+    // call took its proof when `LineRoute` sent it.
+    declaring.sort();
+    assert_eq!(
+        declaring,
+        [
+            "downstream/server/inputs.rs: pub(crate) async fn call(",
+            "downstream/server/tasks.rs: pub(super) async fn run_as_task(self: Arc<Self>, turn: InputTurn) {"
+        ],
+        "Server::call_declaring is reached another way"
     );
     // Each way to a downstream tool takes a proof: rmcp's typed call, and the one send of
     // a line connection's calls (at once, after an admission wait, for a plan step).

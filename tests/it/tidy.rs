@@ -46,12 +46,15 @@ const SPAWNS: &[(&str, &str)] = &[
         "downstream/server/inputs.rs",
         "tracker.spawn(async move { server.answer_turn(turn).await });",
     ),
-    // A demo task's work: held by its rmcp `TaskManager`, shut down when the fixture's
-    // `Tasks` evicts or drops it.
+    // The `tasks/cancel` of a task planmux followed and stopped following: bounded by
+    // `SETTLE`.
     (
-        "demo/conformance/tasks.rs",
-        "let task = manager.spawn(options, work);",
+        "downstream/server/tasks.rs",
+        "self.server.tracker.spawn(async move {",
     ),
+    // A task planmux runs itself (a plan as a task, a fixture's job): held by its rmcp
+    // `TaskManager`, shut down when its `TaskSet` evicts or drops it.
+    ("task_set.rs", "let task = manager.spawn(options, work);"),
     ("downstream/sign_ins.rs", "self.tracker.spawn(async move {"),
     ("downstream/transport.rs", "tracker.spawn(async move {"),
     (
@@ -139,8 +142,14 @@ const SPAWNS: &[(&str, &str)] = &[
 
 /// Where MCP errors (`ErrorData::`) may be built: the upstream server (the host's
 /// answers), `wire` (what cannot be read at all), the relay (answers to a server's own
-/// requests) and the demo servers (servers themselves).
-const ERRORS: &[&str] = &["upstream", "wire/", "downstream/relay.rs", "demo/"];
+/// requests), the demo servers (servers themselves) and planmux's own tasks.
+const ERRORS: &[&str] = &[
+    "upstream",
+    "wire/",
+    "downstream/relay.rs",
+    "demo/",
+    "task_set.rs",
+];
 
 /// Where processes are started: the transport, which puts each server in its own group;
 /// and `planmux login`, which starts the user's browser opener (`$BROWSER`, `xdg-open`):

@@ -4,16 +4,12 @@
 //! declares the extension) and `test_tool_with_task` (asks a name by input-required result
 //! first, then runs as a task), with the names, arguments and texts the scenarios check.
 //!
-//! rmcp's [`TaskManager`] runs each task and answers `tasks/get`, `tasks/update` and
-//! `tasks/cancel` for it: its state, its input requests, its TTL, cooperative cancel. A
-//! manager has no way to forget one task, so each task gets its own, and [`Tasks`] keeps the
-//! newest [`MAX_TASKS`] of them: the oldest is shut down (its work aborted, its state
-//! dropped) when one more starts, so a client that never polls cannot grow the fixture
-//! without bound.
+//! planmux's [`TaskSet`] (rmcp's `TaskManager`, one per task) runs each task and answers
+//! `tasks/get`, `tasks/update` and `tasks/cancel` for it, keeping the newest
+//! [`MAX_TASKS`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -22,12 +18,13 @@ use rmcp::model::{
     Task, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
-use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture, TaskManager, TaskOptions};
+use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture};
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use super::mrtr::questions::{Ask, Question, Reply};
 use crate::demo::{failure, num_arg, str_arg, tool};
+use crate::task_set::TaskSet;
 
 /// How many tasks are kept at once; beyond that the oldest is shut down. The suite keeps a
 /// few per scenario.
@@ -378,73 +375,37 @@ fn text(text: impl Into<String>) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(text.into())])
 }
 
-/// The tasks: one rmcp [`TaskManager`] each, the newest [`MAX_TASKS`] kept. One serves
-/// every instance an HTTP listener makes (each 2026-07-28 request gets a fresh handler), so
-/// a `tasks/get` finds the task a `tools/call` started.
-#[derive(Default)]
-pub(super) struct Tasks {
-    kept: Mutex<VecDeque<(String, TaskManager)>>,
+/// The tasks, the newest [`MAX_TASKS`] kept. One set serves every instance an HTTP
+/// listener makes (each 2026-07-28 request gets a fresh handler), so a `tasks/get` finds
+/// the task a `tools/call` started.
+pub(super) struct Tasks(TaskSet);
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Self(TaskSet::new(MAX_TASKS, TASK_TTL_MS, POLL_INTERVAL_MS))
+    }
 }
 
 impl Tasks {
     /// Starts `work` as a task; it is observable by `tasks/get` before this returns.
     fn start(&self, work: impl FnOnce(TaskContext) -> TaskFuture) -> Task {
-        let options = TaskOptions::new()
-            .with_ttl_ms(TASK_TTL_MS)
-            .with_poll_interval_ms(POLL_INTERVAL_MS);
-        let manager = TaskManager::new();
-        let task = manager.spawn(options, work);
-        let mut kept = self.kept();
-        if kept.len() >= MAX_TASKS
-            && let Some((_, oldest)) = kept.pop_front()
-        {
-            oldest.shutdown();
-        }
-        kept.push_back((task.task_id.clone(), manager));
-        task
-    }
-
-    /// The manager of a task, or the -32602 an unknown `taskId` is.
-    fn manager(&self, task_id: &str) -> Result<TaskManager, ErrorData> {
-        let kept = self.kept();
-        let found = kept.iter().find(|(id, _)| id == task_id);
-        found
-            .map(|(_, manager)| manager.clone())
-            .ok_or_else(|| ErrorData::invalid_params(format!("unknown task '{task_id}'"), None))
+        self.0.start(work)
     }
 
     /// `tasks/get`.
     pub(super) fn get(&self, request: GetTaskParams) -> Result<GetTaskResult, ErrorData> {
-        let manager = self.manager(&request.task_id)?;
-        manager.get_task(&request.task_id).map(GetTaskResult::new)
+        self.0.get(&request.task_id).map(GetTaskResult::new)
     }
 
     /// `tasks/update`: answers the task's questions; keys it did not ask are ignored.
     pub(super) fn update(&self, request: UpdateTaskParams) -> Result<(), ErrorData> {
-        let manager = self.manager(&request.task_id)?;
-        manager.update_task(&request.task_id, request.input_responses)
+        self.0.update(&request.task_id, request.input_responses)
     }
 
     /// `tasks/cancel`: asks the task to stop; a finished task stays as it ended.
     pub(super) fn cancel(&self, request: CancelTaskParams) -> Result<(), ErrorData> {
-        let manager = self.manager(&request.task_id)?;
-        manager.cancel_task(&request.task_id)
-    }
-
-    /// The kept tasks. A poisoned lock still holds a valid queue (no push or pop panics
-    /// half-way), so it is used as is.
-    fn kept(&self) -> MutexGuard<'_, VecDeque<(String, TaskManager)>> {
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Drop for Tasks {
-    /// The tasks' work ends with the fixture: a manager's tasks run on their own until it
-    /// is shut down.
-    fn drop(&mut self) {
-        for (_, manager) in self.kept().drain(..) {
-            manager.shutdown();
-        }
+        tracing::info!(task = %request.task_id, "tasks/cancel");
+        self.0.cancel(&request.task_id)
     }
 }
 

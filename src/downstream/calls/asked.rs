@@ -5,6 +5,10 @@
 //! sent again under the same id with the answers and the server's `requestState`. Its
 //! end reaches its sink as any call's does: its answer, its time limit, the connection's
 //! end or a cancellation (which stops the questions too).
+//!
+//! A call the server answers `-32021` because the tool runs only as a task (the tasks
+//! extension, which the raw calls do not declare) is a turn too: the answerer runs it as
+//! a task on rmcp's typed path and [`InputTurn::finish`]es it with the task's result.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -55,15 +59,26 @@ impl Turns {
     }
 }
 
+/// What the server wants before a call can end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wants {
+    /// Input (an `input_required` result).
+    Input,
+    /// The call to run as a task (a `-32021` error naming the tasks extension).
+    Task,
+}
+
 /// One round of a server's questions about a call.
 pub(crate) struct InputTurn {
+    pub wants: Wants,
     table: Arc<CallTable>,
     id: String,
     /// The tool's name on its server.
     pub tool: String,
-    request: Arc<[u8]>,
-    /// The server's `input_required` result, as JSON text.
+    /// The server's `input_required` result (or its error), as JSON text.
     pub asked: Vec<u8>,
+    /// The call's request as last sent, as JSON text.
+    pub request: Arc<[u8]>,
     /// How many rounds came before this one.
     pub round: usize,
     /// Cancelled when the call ends meanwhile (the host cancelled it, or its time ran out).
@@ -116,18 +131,32 @@ impl CallTable {
     /// Whether `result`, the answer to call `id`, asks for input; if so the call stays
     /// and its questions go to the answerer.
     pub(super) fn asks(self: &Arc<Self>, id: &str, result: &[u8]) -> bool {
-        let Some(modern) = self.modern.get() else {
-            return false;
-        };
         // Most results are not: a scan, not a parse, tells.
-        if memchr::memmem::find(result, b"input_required").is_none() {
+        if self.modern.get().is_none() || memchr::memmem::find(result, b"input_required").is_none()
+        {
             return false;
         }
         let asks = serde_json::from_slice::<Kind>(result)
             .is_ok_and(|kind| kind.result_type.as_deref() == Some("input_required"));
-        if !asks {
+        asks && self.turn(id, result, Wants::Input)
+    }
+
+    /// Whether `error`, the answer to call `id`, says the tool runs only as a task; if so
+    /// the call stays and the answerer runs it as one.
+    pub(super) fn wants_task(self: &Arc<Self>, id: &str, error: &[u8]) -> bool {
+        if self.modern.get().is_none() || memchr::memmem::find(error, b"-32021").is_none() {
             return false;
         }
+        let wants = serde_json::from_slice::<rmcp::ErrorData>(error)
+            .is_ok_and(|error| crate::downstream::error::wants_tasks(&error));
+        wants && self.turn(id, error, Wants::Task)
+    }
+
+    /// Hands call `id`'s turn to the answerer, if the call is still waiting.
+    fn turn(self: &Arc<Self>, id: &str, asked: &[u8], wants: Wants) -> bool {
+        let Some(modern) = self.modern.get() else {
+            return false;
+        };
         let turn = {
             let mut waiting = self.waiting();
             let Some(waiter) = waiting.calls.get_mut(id) else {
@@ -139,11 +168,12 @@ impl CallTable {
             };
             turns.asking = CancellationToken::new();
             InputTurn {
+                wants,
                 table: self.clone(),
                 id: id.to_owned(),
                 tool: waiter.tool.clone(),
                 request: turns.request.clone(),
-                asked: result.to_vec(),
+                asked: asked.to_vec(),
                 round: turns.rounds,
                 cancel: turns.asking.clone(),
                 deadline,
@@ -183,6 +213,31 @@ impl InputTurn {
         }
         // A connection that ends meanwhile ends the call; its time limit still holds.
         let _ = tokio::time::timeout_at(self.deadline, self.table.write(request)).await;
+    }
+
+    /// Ends the call with `result`, as if the server had answered it so.
+    pub(crate) async fn finish(self, result: &rmcp::model::CallToolResult) {
+        let Some(waiter) = self.table.waiting().calls.remove(&self.id) else {
+            return;
+        };
+        let id = serde_json::to_vec(&self.id).unwrap_or_default();
+        let result = serde_json::to_vec(result).unwrap_or_else(|_| b"{}".to_vec());
+        let mut line = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+        line.extend_from_slice(&id);
+        line.extend_from_slice(br#","result":"#);
+        let body = line.len()..line.len() + result.len();
+        line.extend_from_slice(&result);
+        line.push(b'}');
+        let reply = super::RawReply {
+            body: Some(body),
+            is_error: false,
+            line,
+        };
+        if let crate::wire::Diverted::Forward(forward) =
+            waiter.sink.answered(&self.id, &self.table.server, reply)
+        {
+            let _ = forward.send().await;
+        }
     }
 
     /// Ends the call with `error`, told to its sink.

@@ -12,14 +12,15 @@ use std::sync::Arc;
 
 use futures::future::try_join_all;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest,
-    DEFAULT_MRTR_MAX_ROUNDS, InputRequiredResult, InputResponses, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest,
+    DEFAULT_MRTR_MAX_ROUNDS, InputRequests, InputRequiredResult, InputResponses, ServerResult,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::Server;
+use super::tasks::follows_for;
 use crate::downstream::DownstreamError;
-use crate::downstream::calls::{Answerer, InputTurn};
+use crate::downstream::calls::{Answerer, InputTurn, Wants};
 use crate::downstream::relay::{Caller, InputTo, Relay};
 use crate::policy::Authorized;
 
@@ -33,20 +34,59 @@ impl Server {
     /// tool on this path: it takes the checkpoint's proof.
     pub(crate) async fn call(
         self: &Arc<Self>,
-        mut params: CallToolRequestParams,
+        params: CallToolRequestParams,
         _proof: &Authorized,
         caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
+        let declared = caller.and_then(|c| c.capabilities.clone());
+        // On the heap: its rounds and tasks make a large future, which a debug build
+        // would copy along the stack of every caller's.
+        Box::pin(self.call_declaring(params, caller, declared, cancel)).await
+    }
+
+    /// [`Self::call`], telling a 2026-07-28 server the client can answer what `declared`
+    /// says (else what planmux's connection declared).
+    pub(super) async fn call_declaring(
+        self: &Arc<Self>,
+        mut params: CallToolRequestParams,
+        caller: Option<&Caller>,
+        mut declared: Option<ClientCapabilities>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResponse, DownstreamError> {
         let tool = params.name.to_string();
-        for round in 0..=MAX_ROUNDS {
+        // Declaring the tasks extension for a caller planmux follows tasks for is not a
+        // round of questions.
+        let mut rounds = 0;
+        while rounds <= MAX_ROUNDS {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let asked = match self.exchange(request, &tool, caller, cancel).await? {
-                ServerResult::CallToolResult(result) => {
+            let answer = self
+                .exchange(request, &tool, caller, declared.as_ref(), cancel)
+                .await;
+            let asked = match answer {
+                Ok(ServerResult::CallToolResult(result)) => {
                     return Ok(CallToolResponse::Complete(result));
                 }
-                ServerResult::InputRequiredResult(asked) => asked,
-                _ => {
+                Ok(ServerResult::InputRequiredResult(asked)) => asked,
+                Ok(ServerResult::CreateTaskResult(created)) if !follows_for(caller) => {
+                    return Ok(CallToolResponse::Task(created));
+                }
+                Ok(ServerResult::CreateTaskResult(created)) => {
+                    let declared = declared.unwrap_or_else(|| self.declaring_tasks(caller));
+                    // On the heap: following is rare, and would double every call's future.
+                    let followed = self.follow(created.task, &tool, caller, &declared, cancel);
+                    return Box::pin(followed).await.map(CallToolResponse::Complete);
+                }
+                Err(error) if follows_for(caller) && error.needs_tasks() => {
+                    let declaring = self.declaring_tasks(caller);
+                    if declared.as_ref() == Some(&declaring) {
+                        return Err(error);
+                    }
+                    declared = Some(declaring);
+                    continue;
+                }
+                Err(error) => return Err(error),
+                Ok(_) => {
                     return Err(DownstreamError::Protocol {
                         server: self.config.name.clone(),
                         message: "answered tools/call with something that is not a tool result"
@@ -57,9 +97,10 @@ impl Server {
             if caller.is_some_and(|c| c.input == InputTo::Caller) {
                 return Ok(CallToolResponse::InputRequired(asked));
             }
-            if round == MAX_ROUNDS {
+            if rounds == MAX_ROUNDS {
                 break;
             }
+            rounds += 1;
             // The host (its user) answers within the call's time limit, as a legacy
             // server's request during the call would have to.
             let limit = self.config.call_timeout;
@@ -93,6 +134,9 @@ impl Server {
     /// call, whoever it is for is found as for a legacy server's request), the call sent
     /// again, or ended saying why not.
     async fn answer_turn(self: Arc<Self>, turn: InputTurn) {
+        if turn.wants == Wants::Task {
+            return self.run_as_task(turn).await;
+        }
         if turn.round >= MAX_ROUNDS {
             let error = self.too_many_rounds(&turn.tool);
             return turn.fail(error).await;
@@ -135,6 +179,22 @@ impl Server {
                 message: format!("answered {tool} with input_required that asks nothing"),
             });
         }
+        let responses = self.ask_all(questions, tool, caller, cancel).await?;
+        Ok((
+            (!responses.is_empty()).then_some(responses),
+            asked.request_state,
+        ))
+    }
+
+    /// The host's answers to the server's `questions` about a call of `tool`, all asked
+    /// at once; the first that fails fails them all.
+    pub(in crate::downstream) async fn ask_all(
+        &self,
+        questions: InputRequests,
+        tool: &str,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Result<InputResponses, DownstreamError> {
         let relay = Relay {
             server: self.config.name.clone(),
             host: self.host.clone(),
@@ -156,11 +216,7 @@ impl Server {
                 tool: tool.to_owned(),
                 why,
             })?;
-        let responses: InputResponses = answers.into_iter().collect();
-        Ok((
-            (!responses.is_empty()).then_some(responses),
-            asked.request_state,
-        ))
+        Ok(answers.into_iter().collect())
     }
 
     /// Why a call whose server kept asking has no answer.

@@ -201,6 +201,9 @@ impl Plan {
         if self.lazy {
             map.insert("mode".into(), json!("lazy"));
         }
+        if self.as_task {
+            map.insert("as_task".into(), json!(true));
+        }
         for (key, text) in &self.prompts {
             map.insert(key.clone(), json!(text));
         }

@@ -32,6 +32,7 @@ const PLAN_FIELDS: &[&str] = &[
     "timeout_ms",
     "mode",
     "dry_run",
+    "as_task",
 ];
 /// Plan fields from seed dialects and model habits that carry nothing we run.
 const IGNORED_PLAN_FIELDS: &[&str] = &["description", "name", "output", "reasoning", "$schema"];
@@ -153,6 +154,8 @@ impl Parser {
                 "mode",
                 "dry_run",
                 "dryRun",
+                "as_task",
+                "asTask",
                 "conditionPrompt",
                 "aggregationPrompt",
             ];
@@ -211,6 +214,7 @@ impl Parser {
             plan.timeout_ms = self.number(key, value);
         }
         plan.lazy = self.lazy(map);
+        plan.as_task = self.flag(map, &["as_task", "asTask"]);
         for key in ["conditionPrompt", "aggregationPrompt"] {
             match map.get(key) {
                 None | Some(Value::Null) => {}
@@ -250,12 +254,19 @@ impl Parser {
             },
             Some(other) => self.shape("mode", "\"lazy\" or \"eager\"", other),
         }
-        match first_of(map, &["dry_run", "dryRun"]) {
-            None | Some((_, Value::Null)) => {}
-            Some((_, Value::Bool(dry))) => lazy |= dry,
-            Some((key, other)) => self.shape(key, "true or false", other),
+        lazy | self.flag(map, &["dry_run", "dryRun"])
+    }
+
+    /// A `true`/`false` field named one of `keys` (absent or null: false).
+    fn flag(&mut self, map: &Map<String, Value>, keys: &[&str]) -> bool {
+        match first_of(map, keys) {
+            None | Some((_, Value::Null)) => false,
+            Some((_, Value::Bool(flag))) => *flag,
+            Some((key, other)) => {
+                self.shape(key, "true or false", other);
+                false
+            }
         }
-        lazy
     }
 
     fn closed_set<T: Default>(

@@ -36,6 +36,9 @@ pub struct Plan {
     /// `"mode": "lazy"` or `"dry_run": true`: validate and return the schedule, run
     /// nothing.
     pub lazy: bool,
+    /// `"as_task": true`: answer a host that holds tasks (SEP-2663) with a task at once,
+    /// and run the plan as that task.
+    pub as_task: bool,
     /// Seed 002's `conditionPrompt` / `aggregationPrompt`: kept in the run record for
     /// the reader, not acted on.
     pub prompts: Vec<(String, String)>,

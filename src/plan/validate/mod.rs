@@ -119,6 +119,7 @@ pub fn validate(
         inputs: plan.inputs,
         timeout_ms: plan.timeout_ms,
         lazy: plan.lazy,
+        as_task: plan.as_task,
         prompts: plan.prompts,
         warnings,
     })

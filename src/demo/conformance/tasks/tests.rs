@@ -177,7 +177,7 @@ async fn only_the_newest_tasks_are_kept_and_an_unknown_one_is_invalid_params() {
     }
     assert_eq!(seen(&tasks, &first), "error -32602");
     assert_eq!(settled(&tasks, &last).await, r#"completed: "Hello, x!""#);
-    assert_eq!(tasks.kept().len(), MAX_TASKS);
+    assert_eq!(tasks.0.len(), MAX_TASKS);
     let unknown = "no-such-task";
     let update = UpdateTaskParams::new(unknown, InputResponses::new());
     let codes = [
