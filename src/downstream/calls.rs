@@ -33,11 +33,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
+use super::fields::ToolFields;
 use crate::wire::{Divert, Diverted, Forward, RawSender};
 use asked::Turns;
 pub(crate) use asked::{Answerer, InputTurn, Modern, Wants};
 
 mod asked;
+mod legacy_tasks;
 
 /// How long a failed call waits for the connection's watcher to record why it ended, and
 /// a cancellation notice for a server's queue to take it.
@@ -195,6 +197,8 @@ pub(crate) struct CallTable {
     /// protocol version, planmux's client info and capabilities), and who answers its
     /// requests for input; set once after the handshake (`asked.rs`).
     modern: std::sync::OnceLock<Modern>,
+    /// The server's tools' fields: which run only as tasks (`legacy_tasks.rs`).
+    fields: Arc<ToolFields>,
 }
 
 /// A message's id, its `method` (a response has none), its result or error left as they
@@ -227,6 +231,7 @@ impl CallTable {
         server: &str,
         timeout: Duration,
         tracker: &TaskTracker,
+        fields: Arc<ToolFields>,
     ) -> Arc<Self> {
         Arc::new(Self {
             server: server.to_owned(),
@@ -239,6 +244,7 @@ impl CallTable {
             tracker: tracker.clone(),
             ended: CancellationToken::new(),
             modern: std::sync::OnceLock::new(),
+            fields,
         })
     }
 
@@ -267,10 +273,13 @@ impl CallTable {
         // Raw ids need no escaping.
         let quoted = serde_json::to_string(tool).unwrap_or_default();
         let mut bytes = request(&["\"", id.as_str(), "\""].concat(), &quoted);
-        let turns = self.modern.get().map(|modern| {
-            bytes = asked::with_meta(std::mem::take(&mut bytes), &modern.meta);
-            Turns::new(&bytes)
-        });
+        let turns = match self.modern.get() {
+            Some(modern) => {
+                bytes = asked::with_meta(std::mem::take(&mut bytes), &modern.meta);
+                Some(Turns::new(&bytes))
+            }
+            None => self.as_task(tool, &mut bytes),
+        };
         let waiter = Waiter {
             sink,
             tool: tool.to_owned(),
@@ -356,14 +365,17 @@ impl CallTable {
             return Diverted::Left;
         };
         let turned = match (envelope.result, envelope.error) {
-            (Some(result), _) => self.asks(&id, result.get().as_bytes()),
+            (Some(result), _) => {
+                let result = result.get().as_bytes();
+                self.asks(&id, result) || self.tasked(&id, result)
+            }
             (None, Some(error)) => self.wants_task(&id, error.get().as_bytes()),
             (None, None) => false,
         };
         if turned {
             return Diverted::Taken;
         }
-        let Some(waiter) = self.waiting().calls.remove(&id) else {
+        let Some(mut waiter) = self.waiting().calls.remove(&id) else {
             // A call that gave up meanwhile drops the answer, as rmcp would.
             return if id.starts_with(PREFIX) {
                 Diverted::Taken
@@ -371,6 +383,10 @@ impl CallTable {
                 Diverted::Left
             };
         };
+        if let Some(turns) = waiter.turns.as_mut() {
+            // Its task's result (or error) came: the task is over.
+            turns.ended();
+        }
         let body = envelope.result.or(envelope.error).map(span);
         let is_error = envelope.result.is_none() && envelope.error.is_some();
         let reply = RawReply {
@@ -411,10 +427,14 @@ impl CallTable {
         }
     }
 
-    /// Tells the server that call `id` is cancelled, bounded (it may have stopped
-    /// reading): at once when its queue has room, else on the tracker.
+    /// Tells the server that call `id` is cancelled.
     fn notify_cancelled(&self, id: &str, reason: Option<&str>) {
-        let notice = cancelled(id, reason);
+        self.send_soon(cancelled(id, reason));
+    }
+
+    /// Writes `notice`, bounded (the server may have stopped reading): at once when its
+    /// queue has room, else on the tracker.
+    fn send_soon(&self, notice: Vec<u8>) {
         if let Err(notice) = self.writer.try_send(notice) {
             let writer = self.writer.clone();
             self.tracker.spawn(async move {

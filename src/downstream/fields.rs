@@ -69,6 +69,20 @@ impl ToolFields {
         }
     }
 
+    /// Whether the server's tool `tool` runs only as a task (`execution.taskSupport:
+    /// "required"`).
+    pub fn runs_only_as_task(&self, tool: &str) -> bool {
+        let by_tool = self.by_tool.lock().unwrap_or_else(PoisonError::into_inner);
+        let support = by_tool.get(tool).and_then(|fields| {
+            fields
+                .get("execution")?
+                .get("taskSupport")?
+                .as_str()
+                .map(|s| s == "required")
+        });
+        support == Some(true)
+    }
+
     /// The unmodelled fields of the server's tool `tool`, if it had any.
     pub fn of(&self, tool: &str) -> Option<JsonObject> {
         self.by_tool

@@ -159,7 +159,8 @@ pub(crate) async fn connect(
     if let Some(reason) = config.cannot_start() {
         return Err(reason);
     }
-    let noting: crate::wire::Inbound = Arc::new(move |text| fields.note(text));
+    let noted = fields.clone();
+    let noting: crate::wire::Inbound = Arc::new(move |text| noted.note(text));
     let router = relay.log_router();
     match &config.transport {
         Transport::Stdio {
@@ -228,7 +229,7 @@ pub(crate) async fn connect(
             let transport =
                 LineTransport::blocking(stdout.into(), stdin, config.wire, peer_name(config))
                     .with_inbound(noting);
-            let (transport, table) = with_table(transport, config, tracker);
+            let (transport, table) = with_table(transport, config, tracker, &fields);
             let mut tap = ProgressTap::new(transport, routes, router.clone());
             let handshake = async {
                 let lifecycle = era::line_lifecycle(&mut tap, era, &relay.get_info()).await?;
@@ -333,7 +334,7 @@ pub(crate) async fn connect(
             let (read, write) = tokio::io::split(client_io);
             let transport = LineTransport::new(read, write, config.wire, peer_name(config))
                 .with_inbound(noting);
-            let (transport, table) = with_table(transport, config, tracker);
+            let (transport, table) = with_table(transport, config, tracker, &fields);
             let mut tap = ProgressTap::new(transport, routes, router.clone());
             let lifecycle = era::line_lifecycle(&mut tap, era, &relay.get_info())
                 .await
@@ -359,12 +360,14 @@ fn with_table<In: tokio::io::AsyncRead + Send + Unpin + 'static>(
     transport: LineTransport<RoleClient, In>,
     config: &ServerConfig,
     tracker: &TaskTracker,
+    fields: &Arc<ToolFields>,
 ) -> (LineTransport<RoleClient, In>, Arc<CallTable>) {
     let table = CallTable::new(
         transport.sender(),
         &config.name,
         config.call_timeout,
         tracker,
+        fields.clone(),
     );
     (transport.with_divert(table.divert()), table)
 }

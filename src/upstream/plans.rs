@@ -54,9 +54,10 @@ impl Upstream {
             answer.is_error = Some(false);
             return answer.into();
         }
-        // A host that holds tasks may have the plan run as one; its approval is then the
-        // task's question, so it needs a host that shows forms.
-        if checked.plan.as_task()
+        // A host that holds tasks may have the plan run as one (it asked, or the plan may
+        // run longer than hosts wait for a call); its approval is then the task's
+        // question, so it needs a host that shows forms.
+        if task::runs_long(&checked.plan)
             && task::holds_tasks(context)
             && (checked.approval.is_none() || form_elicitation(context))
         {

@@ -444,19 +444,71 @@ fn tool_fields_planmux_does_not_model_pass_through() -> R {
     Ok(())
 }
 
-/// planmux relays no tasks (SEP-1686): a host's task-augmented call runs as a plain one
-/// (a task-only tool says it needs a task), never answered with a task the host could not
+/// server-everything's `simulate-research-query` runs only as a task (2025-11-25,
+/// SEP-1686: `execution.taskSupport: "required"`): planmux sends the call as a task and
+/// follows it on the raw path (`tasks/result` under the call's id), so a host's plain call
+/// (the passthrough) and a plan's step get the research report, and the question the task
+/// asks on the way (an ambiguous topic) reaches the host. A host that sends a `task` of
+/// its own (rmcp's path, which drops it) gets the report too: never a task it could not
 /// read back through planmux.
-#[test]
-fn a_task_augmented_call_is_not_answered_with_a_task() -> R {
-    let _t = Timer::start("a_task_augmented_call_is_not_answered_with_a_task");
+#[tokio::test]
+async fn a_task_only_tool_of_a_2025_server_answers_with_its_tasks_result() -> R {
+    let _t = Timer::start("a_task_only_tool_of_a_2025_server_answers_with_its_tasks_result");
+    let host = common::Recorder {
+        capable: true,
+        ..Default::default()
+    };
+    let proxy = common::start_with(&everything_config(""), host).await?;
+    let tool = "everything__simulate-research-query";
+    let plain = proxy
+        .client
+        .call_tool(call(tool, json!({"topic": "rust"})))
+        .await?;
+    let said = text(&plain);
+    assert_ne!(plain.is_error, Some(true), "{said}");
+    assert!(
+        said.contains("Research Report") && said.contains("rust"),
+        "{said}"
+    );
+    // The task asks the host to clarify an ambiguous topic, during the call.
+    let asked = proxy
+        .client
+        .call_tool(call(tool, json!({"topic": "python", "ambiguous": true})))
+        .await?;
+    assert_ne!(asked.is_error, Some(true), "{}", text(&asked));
+    let questions = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| s.elicitations.clone())
+        .unwrap_or_default();
+    assert!(
+        questions
+            .iter()
+            .any(|q| q.contains("multiple interpretations")),
+        "{questions:?}"
+    );
+    let plan = json!({"steps": [{"id": "r", "tool": tool, "args": {"topic": "tasks"}}]});
+    let ran = proxy.client.call_tool(call("execute_plan", plan)).await?;
+    let said = text(&ran);
+    assert!(
+        said.contains("succeeded") && said.contains("Research Report"),
+        "{said}"
+    );
+    proxy.client.cancel().await?;
+
     let mut raw = common::RawProxy::start(&everything_config(""))?;
     raw.list_tools()?;
     let call = r#"{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"everything__simulate-research-query","arguments":{"topic":"rust"},"task":{"ttl":60000}}}"#;
     let reply = raw.answer(call)?;
     assert_eq!(reply["id"], 50, "{reply}");
     assert!(reply["result"].get("task").is_none(), "{reply}");
-    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(
+        reply["result"]["content"]
+            .to_string()
+            .contains("Research Report"),
+        "{reply}"
+    );
     let echo = r#"{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{"name":"everything__echo","arguments":{"message":"hi"},"task":{"ttl":60000}}}"#;
     let reply = raw.answer(echo)?;
     assert!(

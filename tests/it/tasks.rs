@@ -285,6 +285,14 @@ async fn a_plan_runs_as_a_task_for_a_host_that_holds_tasks() -> R {
     };
     assert_eq!(code, ErrorCode::INVALID_PARAMS);
 
+    // A plan allowed more than a minute is a task too.
+    let plan = json!({"timeout_ms": 120000, "steps": [
+        {"id": "say", "tool": "chaos__echo", "args": {"a": 1}}
+    ]});
+    let task = plan_task(&client, plan).await?;
+    let ended = task_state(&client, &task.task_id, TaskStatus::Completed).await?;
+    assert_eq!(ended.status(), TaskStatus::Completed, "{ended:?}");
+
     // Without the flag, the plan answers in the call.
     let plan = json!({"steps": [{"id": "say", "tool": "chaos__echo", "args": {"a": 1}}]});
     let ran = client.call_tool(call("execute_plan", plan)).await?;

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::CallTable;
+use super::legacy_tasks::LegacyTask;
 use crate::downstream::DownstreamError;
 
 /// Who answers a server's questions: takes each turn and ends it ([`InputTurn::resume`]
@@ -39,13 +40,19 @@ pub(super) struct Turns {
     rounds: usize,
     /// Cancelled when the call ends while its questions are out.
     asking: CancellationToken,
+    /// The task the call became on a 2025-11-25 server (`legacy_tasks.rs`).
+    pub(super) task: Option<LegacyTask>,
 }
 
 /// However a call ends (its answer, its time limit, the connection's end, a cancellation),
-/// the questions still out about it stop: the host's dialog closes.
+/// the questions still out about it stop: the host's dialog closes; and a task it became
+/// that has not ended is cancelled.
 impl Drop for Turns {
     fn drop(&mut self) {
         self.asking.cancel();
+        if let Some(task) = self.task.as_mut() {
+            task.cancel();
+        }
     }
 }
 
@@ -55,6 +62,14 @@ impl Turns {
             request: request.into(),
             rounds: 0,
             asking: CancellationToken::new(),
+            task: None,
+        }
+    }
+
+    /// The call's answer came: a task it became has ended.
+    pub(super) fn ended(&mut self) {
+        if let Some(task) = self.task.as_mut() {
+            task.ended();
         }
     }
 }
@@ -103,7 +118,7 @@ pub(super) fn with_meta(request: Vec<u8>, meta: &Map<String, Value>) -> Vec<u8> 
 }
 
 /// `request` with its `params` edited by `edit`; as it was when it has none.
-fn edited(request: Vec<u8>, edit: impl FnOnce(&mut Map<String, Value>)) -> Vec<u8> {
+pub(super) fn edited(request: Vec<u8>, edit: impl FnOnce(&mut Map<String, Value>)) -> Vec<u8> {
     let Ok(mut message) = crate::wire::decode_checked::<Value>(&request) else {
         return request;
     };

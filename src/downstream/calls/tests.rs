@@ -21,6 +21,7 @@ fn table() -> (
         "test",
         Duration::from_secs(60),
         &tracker,
+        Arc::default(),
     );
     (transport, table)
 }
@@ -141,4 +142,95 @@ async fn the_sweeper_times_out_written_calls() {
         Ok(Err(DownstreamError::Timeout { .. }))
     ));
     assert!(unwritten_answer.try_recv().is_err());
+}
+
+/// A 2025-11-25 server's tool that runs only as a task: the call goes as one, the answer
+/// that is the task asks for its result under the call's id, and that result is the
+/// call's answer; a call that ends before its task cancels the task.
+#[tokio::test]
+async fn a_legacy_servers_task_only_call_follows_its_task() {
+    use tokio::io::AsyncBufReadExt;
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(ours);
+    let transport: LineTransport<RoleClient, _> =
+        LineTransport::new(read, write, Limits::default(), "test");
+    let fields = Arc::new(ToolFields::default());
+    fields.keep(&[json!({"name": "slow", "execution": {"taskSupport": "required"}})]);
+    let tracker = TaskTracker::new();
+    let timeout = Duration::from_secs(60);
+    let table = CallTable::new(transport.sender(), "test", timeout, &tracker, fields);
+    let divert = table.divert();
+    let mut server = tokio::io::BufReader::new(theirs).lines();
+    // What the server reads next (null when nothing comes within 5 s).
+    let mut read_line = async || -> Value {
+        let next = tokio::time::timeout(Duration::from_secs(5), server.next_line()).await;
+        let line = next.ok().and_then(Result::ok).flatten().unwrap_or_default();
+        serde_json::from_str(&line).unwrap_or_default()
+    };
+    let request = |id: &str, tool: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{tool}}}}}"#)
+            .into_bytes()
+    };
+    let task = |id: &str, task: &str| {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":"{id}","result":{{"task":{{"taskId":"{task}","status":"working"}}}}}}"#
+        );
+        line.into_bytes()
+    };
+
+    let (sink, mut answer) = Sink::awaiting();
+    let (call, bytes) = table.start("slow", sink, request);
+    table.write(bytes).await.expect("written");
+    assert!(call.sent().is_ok());
+    let sent = read_line().await;
+    assert_eq!(sent["params"]["task"], json!({}), "{sent}");
+    assert!(divert(&mut task(call.id(), "t1")).taken());
+    assert!(
+        answer.try_recv().is_err(),
+        "the task is not the call's answer"
+    );
+    let asked = read_line().await;
+    assert_eq!(
+        (&asked["id"], &asked["method"], &asked["params"]),
+        (
+            &json!(call.id()),
+            &json!("tasks/result"),
+            &json!({"taskId": "t1"})
+        ),
+    );
+    let done = format!(
+        r#"{{"jsonrpc":"2.0","id":"{}","result":{{"content":[{{"type":"text","text":"done"}}]}}}}"#,
+        call.id()
+    );
+    assert!(divert(&mut done.into_bytes()).taken());
+    let result = result_of(&mut answer).expect("the task's result");
+    assert!(String::from_utf8_lossy(&result).contains("done"));
+
+    // Another tool runs as it is called.
+    let (sink, _answer) = Sink::awaiting();
+    let (_plain, bytes) = table.start("quick", sink, request);
+    assert!(!String::from_utf8_lossy(&bytes).contains("\"task\""));
+
+    // A call cancelled while its task runs cancels the task.
+    let (sink, _answer) = Sink::awaiting();
+    let (call, bytes) = table.start("slow", sink, request);
+    table.write(bytes).await.expect("written");
+    assert!(call.sent().is_ok());
+    read_line().await;
+    assert!(divert(&mut task(call.id(), "t2")).taken());
+    read_line().await;
+    assert!(call.cancel(Some("test")));
+    let (first, second) = (read_line().await, read_line().await);
+    let methods = [&first["method"], &second["method"]];
+    assert!(
+        methods.contains(&&json!("notifications/cancelled")),
+        "{first} {second}"
+    );
+    let cancel = if first["method"] == "tasks/cancel" {
+        first
+    } else {
+        second
+    };
+    assert_eq!(cancel["method"], "tasks/cancel", "{cancel}");
+    assert_eq!(cancel["params"], json!({"taskId": "t2"}));
 }

@@ -21,6 +21,7 @@ use super::Server;
 use super::tasks::follows_for;
 use crate::downstream::DownstreamError;
 use crate::downstream::calls::{Answerer, InputTurn, Wants};
+use crate::downstream::era::Era;
 use crate::downstream::relay::{Caller, InputTo, Relay};
 use crate::policy::Authorized;
 
@@ -35,10 +36,16 @@ impl Server {
     pub(crate) async fn call(
         self: &Arc<Self>,
         params: CallToolRequestParams,
-        _proof: &Authorized,
+        proof: &Authorized,
         caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
+        if self.is_line()
+            && self.era() == Era::Legacy
+            && self.fields.runs_only_as_task(&params.name)
+        {
+            return self.call_legacy_task(params, proof, caller, cancel).await;
+        }
         let declared = caller.and_then(|c| c.capabilities.clone());
         // On the heap: its rounds and tasks make a large future, which a debug build
         // would copy along the stack of every caller's.

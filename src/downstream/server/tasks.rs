@@ -9,14 +9,18 @@
 //! its questions go to the host as a legacy server's requests would and their answers back
 //! in `tasks/update`, and its end is the call's answer. A call that is cancelled, runs out
 //! of time or is dropped cancels the task.
+//!
+//! A 2025-11-25 server's task (SEP-1686), which rmcp does not model, is followed on the
+//! raw path of line connections (`calls/legacy_tasks.rs`): [`Server::call_legacy_task`]
+//! sends a typed caller's call of such a tool that way.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResponse, CallToolResult, CancelTaskParams, CancelTaskRequest, ClientCapabilities,
-    ClientRequest, GetTaskParams, GetTaskRequest, JsonObject, ServerResult, TASKS_EXTENSION_ID,
-    Task, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CancelTaskRequest,
+    ClientCapabilities, ClientRequest, GetTaskParams, GetTaskRequest, JsonObject, ServerResult,
+    TASKS_EXTENSION_ID, Task, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +29,8 @@ use super::Server;
 use crate::downstream::DownstreamError;
 use crate::downstream::calls::{InputTurn, SETTLE};
 use crate::downstream::relay::{Caller, InputTo};
+use crate::downstream::route::LineRoute;
+use crate::policy::Authorized;
 
 /// A task is polled no sooner than this after the last look, whatever the server says.
 const MIN_POLL: Duration = Duration::from_millis(50);
@@ -97,6 +103,31 @@ impl Server {
             // The call's time limit ends it (its table's sweeper says so).
             Err(_) => {}
         }
+    }
+
+    /// A call of a 2025-11-25 line server's tool that runs only as a task: on the raw path,
+    /// which follows such tasks (`calls/legacy_tasks.rs`; rmcp models none), through the
+    /// one send of line connections.
+    pub(super) async fn call_legacy_task(
+        self: &Arc<Self>,
+        params: CallToolRequestParams,
+        proof: &Authorized,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Result<CallToolResponse, DownstreamError> {
+        let route = LineRoute {
+            exported: proof.tool().to_owned(),
+            tool: params.name.to_string(),
+            server: self.clone(),
+        };
+        let reply = route.call(proof, params.arguments.as_ref(), caller, cancel);
+        let result = reply.await?.tool_result(&self.config.name)?;
+        serde_json::from_value(result)
+            .map(CallToolResponse::Complete)
+            .map_err(|e| DownstreamError::Protocol {
+                server: self.config.name.clone(),
+                message: format!("answered {} with no tool result: {e}", route.tool),
+            })
     }
 
     /// Follows `task`, made by a call of `tool` declaring `declared`, to its end within

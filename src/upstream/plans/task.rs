@@ -26,6 +26,18 @@ use crate::plan::{EXECUTE_PLAN_TOOL, PlannedStep, ValidatedPlan};
 use crate::policy::{Approval, Approver};
 use crate::upstream::{Upstream, sealed};
 
+/// A plan allowed longer than this (its `timeout_ms`) runs as a task for a host that
+/// holds tasks, as if it said `"as_task": true`: hosts commonly give up on a call after a
+/// minute.
+const LONG_PLAN: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether `plan` runs as a task for a host that holds tasks: it asked to, or it may run
+/// longer than [`LONG_PLAN`].
+pub(super) fn runs_long(plan: &ValidatedPlan) -> bool {
+    let long = u64::try_from(LONG_PLAN.as_millis()).unwrap_or(u64::MAX);
+    plan.as_task() || plan.timeout_ms().is_some_and(|ms| ms > long)
+}
+
 /// Whether the host of `context` holds tasks: it declared the extension.
 pub(super) fn holds_tasks(context: &RequestContext<RoleServer>) -> bool {
     context
