@@ -5,6 +5,7 @@
 //! both fronts (stdio and HTTP).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use rmcp::RoleServer;
@@ -28,6 +29,9 @@ const MODELLED: [&str; 8] = [
 #[derive(Default)]
 pub struct ToolFields {
     by_tool: Mutex<HashMap<String, JsonObject>>,
+    /// Whether any tool runs only as a task: read on every raw call's path, where most
+    /// servers have none.
+    task_only: AtomicBool,
 }
 
 impl ToolFields {
@@ -67,20 +71,23 @@ impl ToolFields {
                 by_tool.insert(name.to_owned(), extra);
             }
         }
+        let any = by_tool.values().any(only_as_task);
+        self.task_only.store(any, Ordering::Release);
+    }
+
+    /// Whether any of the server's tools runs only as a task.
+    pub fn any_task_only(&self) -> bool {
+        self.task_only.load(Ordering::Acquire)
     }
 
     /// Whether the server's tool `tool` runs only as a task (`execution.taskSupport:
     /// "required"`).
     pub fn runs_only_as_task(&self, tool: &str) -> bool {
+        if !self.any_task_only() {
+            return false;
+        }
         let by_tool = self.by_tool.lock().unwrap_or_else(PoisonError::into_inner);
-        let support = by_tool.get(tool).and_then(|fields| {
-            fields
-                .get("execution")?
-                .get("taskSupport")?
-                .as_str()
-                .map(|s| s == "required")
-        });
-        support == Some(true)
+        by_tool.get(tool).is_some_and(only_as_task)
     }
 
     /// The unmodelled fields of the server's tool `tool`, if it had any.
@@ -91,6 +98,12 @@ impl ToolFields {
             .get(tool)
             .cloned()
     }
+}
+
+/// Whether a tool with these unmodelled fields runs only as a task.
+fn only_as_task(fields: &JsonObject) -> bool {
+    let support = fields.get("execution").and_then(|e| e.get("taskSupport"));
+    support.and_then(Value::as_str) == Some("required")
 }
 
 /// Encodes a `tools/list` answer to the host with each tool's unmodelled fields put

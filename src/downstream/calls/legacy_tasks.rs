@@ -82,8 +82,9 @@ impl CallTable {
     /// Whether `result`, the answer to call `id`, is the task it was sent to become: then
     /// the call stays, and asks for the task's result under the same id.
     pub(super) fn tasked(self: &Arc<Self>, id: &str, result: &[u8]) -> bool {
-        // Most results are not: a scan, not a parse, tells.
-        if memchr::memmem::find(result, b"\"task\"").is_none() {
+        // Most servers have no such tool, and most results are no task: a scan, not a
+        // parse, tells.
+        if !self.fields.any_task_only() || memchr::memmem::find(result, b"\"task\"").is_none() {
             return false;
         }
         let Ok(created) = serde_json::from_slice::<Created>(result) else {
