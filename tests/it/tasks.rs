@@ -305,3 +305,40 @@ async fn a_plan_runs_as_a_task_for_a_host_that_holds_tasks() -> R {
 fn text_of(result: &rmcp::model::CallToolResult) -> String {
     serde_json::to_string(result).unwrap_or_default()
 }
+
+/// A server whose task keeps showing a question after it was answered (it lags), and one
+/// whose task says `input_required` but asks nothing: planmux asks the user once, and
+/// waits at the server's interval instead of asking again (or spinning).
+#[tokio::test]
+async fn a_question_a_lagging_task_still_shows_is_not_asked_again() -> R {
+    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/servers/lagging_tasks.py");
+    let config = format!(
+        "[servers.lag]\ncommand = \"python3\"\nargs = [\"{}\"]\n",
+        server.display()
+    );
+    let host = Recorder {
+        capable: true,
+        ..Default::default()
+    };
+    let proxy = common::start_with(&config, host).await?;
+    let asked = proxy
+        .client
+        .call_tool(call("lag__ask", json!({})))
+        .await?;
+    assert_eq!(text(&asked), "Hello, Ada!", "{asked:?}");
+    let questions = proxy
+        .recorder
+        .seen
+        .lock()
+        .map(|s| s.elicitations.clone())
+        .unwrap_or_default();
+    assert_eq!(questions, ["What is your name?"]);
+    let empty = proxy
+        .client
+        .call_tool(call("lag__empty", json!({})))
+        .await?;
+    assert_eq!(text(&empty), "asked nothing", "{empty:?}");
+    proxy.client.cancel().await?;
+    Ok(())
+}

@@ -14,13 +14,14 @@
 //! raw path of line connections (`calls/legacy_tasks.rs`): [`Server::call_legacy_task`]
 //! sends a typed caller's call of such a tool that way.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CancelTaskRequest,
-    ClientCapabilities, ClientRequest, GetTaskParams, GetTaskRequest, JsonObject, ServerResult,
-    TASKS_EXTENSION_ID, Task, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
+    ClientCapabilities, ClientRequest, GetTaskParams, GetTaskRequest, InputRequests, JsonObject,
+    ServerResult, TASKS_EXTENSION_ID, Task, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -174,6 +175,9 @@ impl Server {
         let server = &self.config.name;
         let id = task.task_id;
         let mut wait = MIN_POLL;
+        // A question's key is the task's for good: one already answered that a server
+        // still shows (it may lag) is not put to the user again.
+        let mut answered = HashSet::new();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
@@ -203,7 +207,15 @@ impl Server {
             let ended = match got.payload {
                 TaskPayload::Working => continue,
                 TaskPayload::InputRequired { input_requests } => {
-                    let responses = self.ask_all(input_requests, tool, caller, cancel).await?;
+                    let new: InputRequests = input_requests
+                        .into_iter()
+                        .filter(|(key, _)| !answered.contains(key))
+                        .collect();
+                    if new.is_empty() {
+                        continue;
+                    }
+                    answered.extend(new.keys().cloned());
+                    let responses = self.ask_all(new, tool, caller, cancel).await?;
                     let update = UpdateTaskParams::new(&id, responses);
                     let update = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(update));
                     self.exchange(update, tool, caller, Some(declared), cancel)
