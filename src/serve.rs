@@ -68,10 +68,12 @@ where
         downstreams.clone(),
         stop.clone(),
     ));
-    // Tool definition fields rmcp's types leave out go back into tools/list.
+    // Tool definition fields rmcp's types leave out go back into tools/list; a
+    // 2025-11-25 host is offered tasks (`upstream::passthrough`'s).
     let fields = downstreams.clone();
     let transport = transport.serving().with_outbound(Arc::new(move |message| {
         restore_tool_fields(message, |name| fields.unmodelled_fields(name))
+            .or_else(|| crate::upstream::passthrough::offer_tasks(message))
     }));
     // The host hanging up is noticed even while rmcp is still draining requests.
     let eof = transport.eof();

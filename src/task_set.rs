@@ -1,5 +1,6 @@
-//! Tasks that planmux runs itself (SEP-2663, the extension `io.modelcontextprotocol/tasks`):
-//! a plan a host asked to run as a task, and the conformance fixture's jobs. rmcp's
+//! Tasks that planmux runs itself: a plan a host asked to run as a task (SEP-2663, the
+//! extension `io.modelcontextprotocol/tasks`), a 2025-11-25 stdio host's task-augmented
+//! calls (SEP-1686), and the conformance fixture's jobs. rmcp's
 //! [`TaskManager`] runs each and answers `tasks/get`, `tasks/update` and `tasks/cancel`
 //! for it: its state, its input requests, its TTL, cooperative cancel. A manager has no
 //! way to forget one task, so each task gets its own, and a [`TaskSet`] keeps the newest
@@ -75,6 +76,14 @@ impl TaskSet {
     /// `tasks/cancel`: asks the task to stop; a finished task stays as it ended.
     pub fn cancel(&self, task_id: &str) -> Result<(), ErrorData> {
         self.manager(task_id)?.cancel_task(task_id)
+    }
+
+    /// Every kept task, oldest first.
+    pub fn list(&self) -> Vec<DetailedTask> {
+        let kept: Vec<(String, TaskManager)> = self.kept().iter().cloned().collect();
+        kept.iter()
+            .filter_map(|(id, manager)| manager.get_task(id).ok())
+            .collect()
     }
 
     /// How many tasks are kept.

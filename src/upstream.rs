@@ -121,10 +121,17 @@ impl Upstream {
     /// a line connection.
     fn passthrough_route(&self, name: &str) -> Option<LineRoute> {
         let ours = [EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name);
-        if ours || self.is_pipeline(name) {
-            return None;
-        }
-        self.downstreams.line_route(name)
+        (!ours && !self.is_pipeline(name))
+            .then(|| self.downstreams.line_route(name))
+            .flatten()
+    }
+
+    /// Whether `name` calls a tool of a downstream server (listed; not planmux's own nor
+    /// a pipeline).
+    fn is_downstream_tool(&self, name: &str) -> bool {
+        let ours = [EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name);
+        let listed = self.downstreams.catalog().find_called(name).is_some();
+        !ours && !self.is_pipeline(name) && listed
     }
 
     /// The tools of the pipelines that can run now, less those `[policy] deny` names.

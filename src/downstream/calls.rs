@@ -40,6 +40,7 @@ pub(crate) use asked::{Answerer, InputTurn, Modern, Wants};
 
 mod asked;
 mod legacy_tasks;
+mod params;
 
 /// How long a failed call waits for the connection's watcher to record why it ended, and
 /// a cancellation notice for a server's queue to take it.
@@ -278,7 +279,7 @@ impl CallTable {
                 bytes = asked::with_meta(std::mem::take(&mut bytes), &modern.meta);
                 Some(Turns::new(&bytes))
             }
-            None => self.as_task(tool, &mut bytes),
+            None => (self.as_task(tool, &mut bytes)).map(|task| Turns::following(&bytes, task)),
         };
         let waiter = Waiter {
             sink,

@@ -8,7 +8,7 @@
 use std::process::Stdio;
 
 use rmcp::ServiceExt;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::{self, Elicit, Recorder, call, text};
 
@@ -322,10 +322,7 @@ async fn a_question_a_lagging_task_still_shows_is_not_asked_again() -> R {
         ..Default::default()
     };
     let proxy = common::start_with(&config, host).await?;
-    let asked = proxy
-        .client
-        .call_tool(call("lag__ask", json!({})))
-        .await?;
+    let asked = proxy.client.call_tool(call("lag__ask", json!({}))).await?;
     assert_eq!(text(&asked), "Hello, Ada!", "{asked:?}");
     let questions = proxy
         .recorder
@@ -340,5 +337,87 @@ async fn a_question_a_lagging_task_still_shows_is_not_asked_again() -> R {
         .await?;
     assert_eq!(text(&empty), "asked nothing", "{empty:?}");
     proxy.client.cancel().await?;
+    Ok(())
+}
+
+/// A 2025-11-25 stdio host that sends a `task` with its call (SEP-1686; raw lines: no SDK
+/// here speaks them): planmux offers tasks in its `initialize` answer, answers the call
+/// with a task at once, and `tasks/get`, `tasks/list`, `tasks/result` (the call's result,
+/// once the task ended) and `tasks/cancel` (the call's server told to stop) answer for
+/// it; an unknown task is invalid params. A call without a `task` answers in the call.
+#[test]
+fn a_2025_host_holds_the_tasks_of_its_calls() -> R {
+    let mut raw = common::RawProxy::start("[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#)?;
+    let introduced = raw.read()?;
+    assert_eq!(
+        introduced["result"]["capabilities"]["tasks"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "{introduced}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+    raw.answer(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)?;
+
+    let created = raw.answer(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"chaos__sleep","arguments":{"ms":300},"task":{"ttl":60000}}}"#)?;
+    let task = &created["result"]["task"];
+    let id = task["taskId"].as_str().unwrap_or_default().to_owned();
+    assert!(!id.is_empty() && task["status"] == "working", "{created}");
+    assert!(
+        task.get("ttl").is_some() && task.get("createdAt").is_some(),
+        "{created}"
+    );
+    let get = |n: u32| {
+        format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"tasks/get","params":{{"taskId":"{id}"}}}}"#)
+    };
+    let got = raw.answer(&get(4))?;
+    assert_eq!(got["result"]["taskId"], json!(id), "{got}");
+    let listed = raw.answer(r#"{"jsonrpc":"2.0","id":5,"method":"tasks/list"}"#)?;
+    let ids: Vec<&Value> = listed["result"]["tasks"]
+        .as_array()
+        .map(|tasks| tasks.iter().map(|t| &t["taskId"]).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, [&json!(id)], "{listed}");
+    let result = raw.answer(&format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"tasks/result","params":{{"taskId":"{id}"}}}}"#
+    ))?;
+    let slept = result["result"]["structuredContent"]["slept_ms"].as_f64();
+    assert_eq!(slept, Some(300.0), "{result}");
+    assert!(result["result"].get("resultType").is_none(), "{result}");
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        json!(id)
+    );
+    let done = raw.answer(&get(7))?;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+
+    // Cancelled: the server hears of it.
+    let created = raw.answer(r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"chaos__sleep","arguments":{"ms":20000},"task":{}}}"#)?;
+    let long = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let cancelled = raw.answer(&format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tasks/cancel","params":{{"taskId":"{long}"}}}}"#
+    ))?;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let mut count = Value::Null;
+    for n in 0..50 {
+        count = raw.answer(&common::call_line(100 + n, "chaos__count", json!({})))?;
+        if count["result"]["structuredContent"]["cancelled"] == 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        count["result"]["structuredContent"]["cancelled"], 1,
+        "{count}"
+    );
+
+    let unknown =
+        raw.answer(r#"{"jsonrpc":"2.0","id":10,"method":"tasks/get","params":{"taskId":"nope"}}"#)?;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let plain = raw.answer(&common::call_line(11, "chaos__echo", json!({"a": 1})))?;
+    assert!(plain["result"].get("task").is_none(), "{plain}");
     Ok(())
 }

@@ -52,6 +52,12 @@ const SPAWNS: &[(&str, &str)] = &[
         "downstream/server/tasks.rs",
         "self.server.tracker.spawn(async move {",
     ),
+    // A 2025-11-25 host's task message answered: on the passthrough's tracker, which
+    // shutdown waits for.
+    (
+        "upstream/passthrough/tasks.rs",
+        "self.tasks.spawn(self.clone().answer_task(message));",
+    ),
     // A task planmux runs itself (a plan as a task, a fixture's job): held by its rmcp
     // `TaskManager`, shut down when its `TaskSet` evicts or drops it.
     ("task_set.rs", "let task = manager.spawn(options, work);"),

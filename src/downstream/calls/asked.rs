@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CallTable;
 use super::legacy_tasks::LegacyTask;
+use super::params::edited;
 use crate::downstream::DownstreamError;
 
 /// Who answers a server's questions: takes each turn and ends it ([`InputTurn::resume`]
@@ -64,6 +65,13 @@ impl Turns {
             asking: CancellationToken::new(),
             task: None,
         }
+    }
+
+    /// A call's turns that follow the task it is sent to become (`legacy_tasks.rs`).
+    pub(super) fn following(request: &[u8], task: LegacyTask) -> Self {
+        let mut turns = Self::new(request);
+        turns.task = Some(task);
+        turns
     }
 
     /// The call's answer came: a task it became has ended.
@@ -115,18 +123,6 @@ pub(super) fn with_meta(request: Vec<u8>, meta: &Map<String, Value>) -> Vec<u8> 
             }
         }
     })
-}
-
-/// `request` with its `params` edited by `edit`; as it was when it has none.
-pub(super) fn edited(request: Vec<u8>, edit: impl FnOnce(&mut Map<String, Value>)) -> Vec<u8> {
-    let Ok(mut message) = crate::wire::decode_checked::<Value>(&request) else {
-        return request;
-    };
-    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
-        return request;
-    };
-    edit(params);
-    serde_json::to_vec(&message).unwrap_or(request)
 }
 
 /// A result's `resultType`, read without the rest.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::asked::{Turns, edited};
+use super::params::edited;
 use super::{CallTable, PREFIX};
 
 /// The task a call became.
@@ -63,20 +63,18 @@ struct CreatedTask {
 
 impl CallTable {
     /// When the server speaks 2025-11-25 and its tool `tool` runs only as a task: the call
-    /// (`bytes`) made a task (`"task": {}` in its params), and its turns, which follow it.
-    pub(super) fn as_task(self: &Arc<Self>, tool: &str, bytes: &mut Vec<u8>) -> Option<Turns> {
+    /// (`bytes`) made a task (`"task": {}` in its params), and the task to follow.
+    pub(super) fn as_task(self: &Arc<Self>, tool: &str, bytes: &mut Vec<u8>) -> Option<LegacyTask> {
         if !self.fields.runs_only_as_task(tool) {
             return None;
         }
         *bytes = edited(std::mem::take(bytes), |params| {
             params.entry("task").or_insert_with(|| json!({}));
         });
-        let mut turns = Turns::new(bytes);
-        turns.task = Some(LegacyTask {
+        Some(LegacyTask {
             table: Arc::downgrade(self),
             id: None,
-        });
-        Some(turns)
+        })
     }
 
     /// Whether `result`, the answer to call `id`, is the task it was sent to become: then

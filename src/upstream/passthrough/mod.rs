@@ -18,9 +18,14 @@
 //! with the host's reason), its progress token (notifications relayed in order before
 //! the answer), a server that exits or restarts, and the one error mapping
 //! ([`super::host_answer`]).
+//!
+//! A 2025-11-25 host's tasks (a call with a `task`, `tasks/*`) are taken off its line here
+//! too (`tasks.rs`): rmcp models none.
 
 mod encode;
 mod read;
+mod tasks;
+pub use tasks::offered_in as offer_tasks;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -37,6 +42,7 @@ use tokio_util::task::TaskTracker;
 use super::{Upstream, host_answer};
 use crate::downstream::{DownstreamError, LineCall, LineRoute, RawReply, RouteSink, Sink};
 use crate::policy::{Authorized, Route};
+use crate::task_set::TaskSet;
 use crate::wire::{Divert, Diverted, Forward, RawSender};
 use encode::{Answer, encode};
 use read::Plain;
@@ -88,6 +94,9 @@ pub struct Passthrough {
     /// scanned).
     cancellation: Finder<'static>,
     call: Finder<'static>,
+    task: Finder<'static>,
+    /// The host's 2025-11-25 tasks (`tasks.rs`).
+    held: TaskSet,
     /// Whether the host may take this path, once its handshake tells.
     host_fits: OnceLock<bool>,
     choice: RouteChoice,
@@ -138,6 +147,8 @@ impl Passthrough {
             in_flight: Mutex::default(),
             cancellation: Finder::new(b"notifications/cancelled"),
             call: Finder::new(b"tools/call"),
+            task: Finder::new(b"\"task"),
+            held: TaskSet::new(tasks::KEPT, tasks::TTL_MS, tasks::POLL_MS),
             host_fits: OnceLock::new(),
             choice,
             tasks: TaskTracker::new(),
@@ -179,20 +190,17 @@ impl Passthrough {
             self.cancelled(line);
             return Diverted::Left;
         }
+        if self.claim_task(line) {
+            return Diverted::Taken;
+        }
         if self.choice == RouteChoice::Rmcp || self.call.find(line).is_none() {
             return Diverted::Left;
         }
         let Some(call) = Plain::read(line) else {
             return Diverted::Left;
         };
-        let host_fits = match self.host_fits.get() {
-            Some(fits) => *fits,
-            None => self
-                .upstream
-                .passthrough_host()
-                .is_some_and(|fits| *self.host_fits.get_or_init(|| fits)),
-        };
-        let route = host_fits
+        let route = self
+            .host_fits()
             .then(|| self.upstream.passthrough_route(&call.name))
             .flatten();
         let Some(route) = route else {
@@ -240,6 +248,18 @@ impl Passthrough {
         self.tasks
             .spawn(self.clone().admit(admission, proof, cancel));
         Diverted::Taken
+    }
+
+    /// Whether the host may take this path: a stdio host of an era before 2026-07-28,
+    /// once its handshake tells.
+    fn host_fits(&self) -> bool {
+        match self.host_fits.get() {
+            Some(fits) => *fits,
+            None => self
+                .upstream
+                .passthrough_host()
+                .is_some_and(|fits| *self.host_fits.get_or_init(|| fits)),
+        }
     }
 
     /// Where the table hands the call `key`'s end: this path.
