@@ -91,11 +91,21 @@ impl CallTable {
         let task = created.task.task_id;
         {
             let mut waiting = self.waiting();
-            let turns = waiting.calls.get_mut(id).and_then(|w| w.turns.as_mut());
-            let Some(following) = turns
-                .and_then(|turns| turns.task.as_mut())
-                .filter(|following| following.id.is_none())
-            else {
+            let Some(waiter) = waiting.calls.get_mut(id) else {
+                // Its call ended before the task came (a cancellation, its time limit):
+                // the task is not left running. The answer itself is dropped.
+                if id.starts_with(PREFIX) {
+                    drop(waiting);
+                    let mut orphan = LegacyTask {
+                        table: Arc::downgrade(self),
+                        id: Some(task),
+                    };
+                    orphan.cancel();
+                }
+                return false;
+            };
+            let following = waiter.turns.as_mut().and_then(|turns| turns.task.as_mut());
+            let Some(following) = following.filter(|following| following.id.is_none()) else {
                 return false;
             };
             following.id = Some(task.clone());

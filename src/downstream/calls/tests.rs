@@ -234,3 +234,49 @@ async fn a_legacy_servers_task_only_call_follows_its_task() {
     assert_eq!(cancel["method"], "tasks/cancel", "{cancel}");
     assert_eq!(cancel["params"], json!({"taskId": "t2"}));
 }
+
+/// A task that comes for a call that already ended is cancelled, not left running.
+#[tokio::test]
+async fn a_task_whose_call_ended_first_is_cancelled() {
+    use tokio::io::AsyncBufReadExt;
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(ours);
+    let transport: LineTransport<RoleClient, _> =
+        LineTransport::new(read, write, Limits::default(), "test");
+    let fields = Arc::new(ToolFields::default());
+    fields.keep(&[json!({"name": "slow", "execution": {"taskSupport": "required"}})]);
+    let tracker = TaskTracker::new();
+    let timeout = Duration::from_secs(60);
+    let table = CallTable::new(transport.sender(), "test", timeout, &tracker, fields);
+    let divert = table.divert();
+    let mut server = tokio::io::BufReader::new(theirs).lines();
+    let (sink, _answer) = Sink::awaiting();
+    let request = |id: &str, tool: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{tool}}}}}"#)
+            .into_bytes()
+    };
+    let (call, bytes) = table.start("slow", sink, request);
+    table.write(bytes).await.expect("written");
+    assert!(call.sent().is_ok());
+    assert!(call.cancel(Some("test")));
+    let late = format!(
+        r#"{{"jsonrpc":"2.0","id":"{}","result":{{"task":{{"taskId":"t9","status":"working"}}}}}}"#,
+        call.id()
+    );
+    assert!(
+        divert(&mut late.into_bytes()).taken(),
+        "dropped, not rmcp's"
+    );
+    let mut methods = Vec::new();
+    for _ in 0..3 {
+        let next = tokio::time::timeout(Duration::from_secs(5), server.next_line()).await;
+        let line = next.ok().and_then(Result::ok).flatten().unwrap_or_default();
+        let message: Value = serde_json::from_str(&line).unwrap_or_default();
+        if message["method"] == "tasks/cancel" {
+            assert_eq!(message["params"], json!({"taskId": "t9"}));
+            return;
+        }
+        methods.push(message["method"].clone());
+    }
+    panic!("no tasks/cancel: {methods:?}");
+}

@@ -6,7 +6,8 @@
 //! `sampling/createMessage`, `roots/list`: [`Relay::answer`]) and calls again with the
 //! answers and the server's `requestState`, at most [`MAX_ROUNDS`] times. On a line
 //! connection the rounds go through the call's table (`calls/asked.rs`) and the
-//! [`Server::answerer`] here.
+//! [`Server::answerer`] here. A task the server makes of the call is the caller's or
+//! followed by planmux, by the same rule (`tasks.rs`).
 
 use std::sync::Arc;
 
@@ -31,8 +32,8 @@ pub const MAX_ROUNDS: usize = DEFAULT_MRTR_MAX_ROUNDS;
 impl Server {
     /// Forwards one `tools/call` (its name already the downstream's) for `caller` and
     /// returns the downstream's answer unchanged, once the server's questions are
-    /// answered (unless they are the caller's to answer). The only way to a downstream
-    /// tool on this path: it takes the checkpoint's proof.
+    /// answered and its task followed (unless they are the caller's). The only way to a
+    /// downstream tool on this path: it takes the checkpoint's proof.
     pub(crate) async fn call(
         self: &Arc<Self>,
         params: CallToolRequestParams,
