@@ -294,6 +294,39 @@ pub struct HttpConfig {
     pub max_connections: usize,
     /// How long a client may take to send a request's headers (slowloris).
     pub header_timeout: Duration,
+    /// At most this many requests per caller (`"120/min"`); `None`: no limit.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// `[http] rate_limit`: at most `requests` per `per`, for each caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub requests: u32,
+    pub per: Duration,
+}
+
+impl RateLimit {
+    /// `"N/s"`, `"N/min"` or `"N/h"` (N at least 1), or why not.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let wrong = || {
+            format!(
+                "'{}' is not a rate: write N/s, N/min or N/h (N at least 1), e.g. \"120/min\"",
+                crate::text::clip(text, 40)
+            )
+        };
+        let (count, unit) = text.split_once('/').ok_or_else(wrong)?;
+        let requests: u32 = count.trim().parse().map_err(|_| wrong())?;
+        let per = match unit.trim() {
+            "s" | "sec" | "second" => Duration::from_secs(1),
+            "min" | "minute" => Duration::from_secs(60),
+            "h" | "hour" => Duration::from_secs(3600),
+            _ => return Err(wrong()),
+        };
+        if requests == 0 {
+            return Err(wrong());
+        }
+        Ok(Self { requests, per })
+    }
 }
 
 impl Default for HttpConfig {
@@ -305,6 +338,7 @@ impl Default for HttpConfig {
             max_requests: DEFAULT_MAX_REQUESTS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: Duration::from_millis(DEFAULT_HEADER_TIMEOUT_MS),
+            rate_limit: None,
         }
     }
 }
@@ -319,6 +353,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("max_requests", &self.max_requests)
             .field("max_connections", &self.max_connections)
             .field("header_timeout", &self.header_timeout)
+            .field("rate_limit", &self.rate_limit)
             .finish()
     }
 }

@@ -13,7 +13,8 @@
 //!
 //! Guards, in order: the request limit (`[http] max_requests` at once), `GET /health`,
 //! the bearer token (`[http] tokens`, compared in constant time; required on any address
-//! but loopback), then rmcp's own `Host` and `Origin` checks (loopback origins and
+//! but loopback), the caller's rate (`[http] rate_limit`, per token: 429 with
+//! `Retry-After` past it), then rmcp's own `Host` and `Origin` checks (loopback origins and
 //! `[http] origins` only) and body limit (`[http] max_body_bytes`).
 
 use std::convert::Infallible;
@@ -22,6 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::rate_limit::Limiter;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
@@ -142,6 +144,7 @@ pub async fn serve_http(
         mcp,
         tokens: config.http.tokens.clone(),
         limit: Semaphore::new(config.http.max_requests),
+        rate: config.http.rate_limit.map(Limiter::new),
         downstreams: downstreams.clone(),
     });
     tracing::info!(addr = %bound, stateless = options.stateless, "serving MCP over HTTP at /mcp");
@@ -220,6 +223,8 @@ struct Front {
     mcp: StreamableHttpService<Upstream, LocalSessionManager>,
     tokens: Vec<String>,
     limit: Semaphore,
+    /// Requests per caller, when limited.
+    rate: Option<Limiter>,
     downstreams: Arc<Downstreams>,
 }
 
@@ -231,7 +236,7 @@ impl Front {
         match request.uri().path() {
             "/health" => self.health(),
             "/mcp" => {
-                if !self.authorized(&request) {
+                let Some(caller) = self.caller(&request) else {
                     let mut response = plain(
                         StatusCode::UNAUTHORIZED,
                         "a bearer token is required: Authorization: Bearer <one of [http] tokens>",
@@ -241,6 +246,9 @@ impl Front {
                         http::HeaderValue::from_static("Bearer"),
                     );
                     return response;
+                };
+                if let Some(refused) = self.over_rate(caller) {
+                    return refused;
                 }
                 let response = self.mcp.handle(request).await;
                 self.restored(response)
@@ -283,10 +291,34 @@ impl Front {
         response
     }
 
-    /// Whether the request carries one of the tokens (or none are configured).
-    fn authorized(&self, request: &Request<Incoming>) -> bool {
+    /// The 429 a caller past its rate gets (`None`: it may go on), saying when to retry.
+    fn over_rate(&self, caller: usize) -> Option<Response<Body>> {
+        let rate = self.rate.as_ref()?;
+        let wait = rate
+            .admit(&caller.to_string(), std::time::Instant::now())
+            .err()?;
+        let limit = rate.rate();
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let text = format!(
+            "rate limit reached: at most {} requests per {} s for this caller ([http] rate_limit); retry in {seconds} s",
+            limit.requests,
+            limit.per.as_secs()
+        );
+        let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        if let Ok(value) = http::HeaderValue::from_str(&seconds.to_string()) {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, value);
+        }
+        Some(response)
+    }
+
+    /// Who sends the request: the index of the token it carries (0 for everyone when none
+    /// are configured); `None` when it carries none of them.
+    fn caller(&self, request: &Request<Incoming>) -> Option<usize> {
         if self.tokens.is_empty() {
-            return true;
+            return Some(0);
         }
         let given = request
             .headers()
@@ -296,9 +328,13 @@ impl Front {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map_or("", |(_, token)| token.trim());
         // Every token compared in full, whatever matched: the time says nothing.
-        self.tokens.iter().fold(false, |found, token| {
-            found | same(token.as_bytes(), given.as_bytes())
-        })
+        self.tokens
+            .iter()
+            .enumerate()
+            .fold(None, |found, (i, token)| {
+                let same = same(token.as_bytes(), given.as_bytes());
+                found.or(same.then_some(i))
+            })
     }
 }
 

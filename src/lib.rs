@@ -28,6 +28,7 @@ pub(crate) mod pipelines;
 pub(crate) mod pipes;
 pub mod plan;
 pub mod policy;
+pub(crate) mod rate_limit;
 pub(crate) mod reload;
 pub mod runner;
 pub mod serve;

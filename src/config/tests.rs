@@ -132,6 +132,10 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [proxy]: key 'separator': must be non-empty and use only A-Z a-z 0-9 _ -",
         ),
         (
+            "[http]\nrate_limit = \"10/day\"",
+            "servers.toml: [http]: key 'rate_limit': '10/day' is not a rate: write N/s, N/min or N/h (N at least 1), e.g. \"120/min\"",
+        ),
+        (
             "[proxy]\nmax_concurrency = -1",
             "servers.toml: [proxy]: key 'max_concurrency': expected a positive integer, found -1",
         ),

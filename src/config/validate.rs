@@ -372,6 +372,11 @@ impl<'a> Cx<'a> {
                 Duration::from_millis(super::DEFAULT_HEADER_TIMEOUT_MS),
                 Count::millis,
             ),
+            rate_limit: w.rate_limit.as_ref().and_then(|rate| {
+                super::RateLimit::parse(&rate.0)
+                    .map_err(|why| self.key_error(s, "rate_limit", why))
+                    .ok()
+            }),
         })
     }
 

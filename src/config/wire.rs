@@ -45,6 +45,9 @@ pub(super) struct Http {
     pub(super) max_connections: Option<Count>,
     /// How long a client may take to send a request's headers, in ms (default 10000).
     pub(super) header_timeout_ms: Option<Count>,
+    /// Requests per caller (per bearer token; all of them when there is none), as
+    /// "N/s", "N/min" or "N/h" (default: no limit). More are answered 429.
+    pub(super) rate_limit: Option<Text>,
 }
 
 #[derive(Deserialize, JsonSchema)]

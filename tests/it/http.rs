@@ -455,6 +455,46 @@ async fn progress_reaches_only_the_session_that_asked() -> R {
     Ok(())
 }
 
+/// `[http] rate_limit` counts each caller (each bearer token) apart: past its rate a
+/// request is answered 429 with `Retry-After`, and the other caller goes on; a request
+/// without a token is still 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_past_its_rate_is_told_when_to_retry() -> R {
+    const OTHER: &str = "fedcba9876543210fedc";
+    let front = Front::start(&format!(
+        "[http]\ntokens = [\"{TOKEN}\", \"{OTHER}\"]\nrate_limit = \"3/min\"\n"
+    ))
+    .await?;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let post = |token: &str| {
+        let auth = if token.is_empty() {
+            String::new()
+        } else {
+            format!("Authorization: Bearer {token}\r\n")
+        };
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    for n in 0..3 {
+        let answer = front.raw(&post(TOKEN)).await?;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{n}: {answer}");
+    }
+    let refused = front.raw(&post(TOKEN)).await?;
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(
+        refused.to_lowercase().contains("retry-after: 20"),
+        "a request's share of the minute: {refused}"
+    );
+    assert!(refused.contains("rate_limit"), "{refused}");
+    let other = front.raw(&post(OTHER)).await?;
+    assert!(other.starts_with("HTTP/1.1 200"), "{other}");
+    let anonymous = front.raw(&post("")).await?;
+    assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+    Ok(())
+}
+
 /// A resource update reaches the session that subscribed, not the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[allow(deprecated)] // resources/subscribe is what 2025-11-25 sessions use

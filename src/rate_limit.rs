@@ -1,0 +1,100 @@
+//! `[http] rate_limit`: at most N requests per caller in each period, as a token bucket
+//! per caller (full at first, refilled evenly: N per period, never more than N held). A
+//! request past it is told how long to wait. In memory, for this process.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::config::RateLimit;
+
+/// The buckets, by caller.
+pub struct Limiter {
+    rate: RateLimit,
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+/// What one caller has left, as of `at`.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Limiter {
+    pub fn new(rate: RateLimit) -> Self {
+        Self {
+            rate,
+            buckets: Mutex::default(),
+        }
+    }
+
+    /// The limit in force.
+    pub fn rate(&self) -> RateLimit {
+        self.rate
+    }
+
+    /// Takes one request for `caller` at `now`, or says how long until it may send one.
+    pub fn admit(&self, caller: &str, now: Instant) -> Result<(), Duration> {
+        let capacity = f64::from(self.rate.requests);
+        let per_token = self.rate.per.as_secs_f64() / capacity;
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let bucket = buckets.entry(caller.to_owned()).or_insert(Bucket {
+            tokens: capacity,
+            at: now,
+        });
+        let refilled = now.saturating_duration_since(bucket.at).as_secs_f64() / per_token;
+        bucket.tokens = (bucket.tokens + refilled).min(capacity);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            return Ok(());
+        }
+        Err(Duration::from_secs_f64((1.0 - bucket.tokens) * per_token))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_caller_gets_its_own_n_per_period_and_is_told_how_long_to_wait() {
+        let limiter = Limiter::new(RateLimit {
+            requests: 3,
+            per: Duration::from_secs(60),
+        });
+        let start = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(limiter.admit("a", start), Ok(()));
+        }
+        let wait = limiter.admit("a", start).expect_err("the fourth");
+        assert_eq!(wait.as_secs(), 20, "one request's share of the minute");
+        assert_eq!(limiter.admit("b", start), Ok(()), "another caller");
+        assert_eq!(limiter.admit("a", start + Duration::from_secs(20)), Ok(()));
+        assert!(limiter.admit("a", start + Duration::from_secs(21)).is_err());
+        // An idle caller's bucket fills up to N, no further.
+        let later = start + Duration::from_secs(3600);
+        for _ in 0..3 {
+            assert_eq!(limiter.admit("a", later), Ok(()));
+        }
+        assert!(limiter.admit("a", later).is_err());
+    }
+
+    #[test]
+    fn rates_are_read_as_written_and_wrong_ones_named() {
+        let rate = |text| RateLimit::parse(text);
+        assert_eq!(
+            rate("120/min"),
+            Ok(RateLimit {
+                requests: 120,
+                per: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(rate("5/s").map(|r| r.per), Ok(Duration::from_secs(1)));
+        assert_eq!(rate("1000/h").map(|r| r.requests), Ok(1000));
+        for wrong in ["120", "0/min", "x/min", "10/day", "-1/s"] {
+            let why = rate(wrong).expect_err(wrong);
+            assert!(why.contains(wrong) && why.contains("N/min"), "{why}");
+        }
+    }
+}
