@@ -279,7 +279,9 @@ impl CallTable {
                 bytes = asked::with_meta(std::mem::take(&mut bytes), &modern.meta);
                 Some(Turns::new(&bytes))
             }
-            None => (self.as_task(tool, &mut bytes)).map(|task| Turns::following(&bytes, task)),
+            None => self
+                .as_task(tool, &mut bytes)
+                .map(|task| Turns::following(&bytes, task)),
         };
         let waiter = Waiter {
             sink,

@@ -452,14 +452,11 @@ impl Downstreams {
         let (server, tool) = self.locate(&params.name)?;
         params.name = tool.into();
         let cancel = cancel.child_token();
-        let shutdown = self.shutdown.clone();
-        let result = tokio::select! {
-            result = server.call(params, proof, caller, &cancel) => result,
-            () = shutdown.cancelled() => {
-                cancel.cancel();
-                Err(DownstreamError::Closed { server: server.config.name.clone() })
-            }
-        };
+        let call = server.call(params, proof, caller, &cancel);
+        tokio::pin!(call);
+        let result = self
+            .until_shutdown(&server.config.name, &cancel, call)
+            .await;
         if let Ok(CallToolResponse::Complete(answer)) = &result {
             self.links.note(&server.config.name, answer);
         }
@@ -551,18 +548,32 @@ impl Downstreams {
         let server = route.server.config.name.clone();
         let cancel = cancel.child_token();
         let call = route.call(proof, arguments.as_ref(), caller, &cancel);
-        let reply = tokio::select! {
-            reply = call => reply?,
-            () = self.shutdown.cancelled() => {
-                cancel.cancel();
-                return Err(DownstreamError::Closed { server });
-            }
-        };
+        tokio::pin!(call);
+        let reply = self.until_shutdown(&server, &cancel, call).await?;
         reply.tool_result(&server).inspect(|_| {
             if let Some(result) = reply.result() {
                 self.note_raw_links(&server, result);
             }
         })
+    }
+
+    /// `work` on `server`, unless planmux shuts down first: then `cancel` (the work's) is
+    /// cancelled and the work ends saying the server is shut down. The work stays pinned
+    /// where its caller made it: a call's future is large, and a debug build would copy
+    /// it onto the stack again.
+    async fn until_shutdown<T>(
+        &self,
+        server: &str,
+        cancel: &CancellationToken,
+        work: std::pin::Pin<&mut impl Future<Output = Result<T, DownstreamError>>>,
+    ) -> Result<T, DownstreamError> {
+        tokio::select! {
+            done = work => done,
+            () = self.shutdown.cancelled() => {
+                cancel.cancel();
+                Err(DownstreamError::Closed { server: server.to_owned() })
+            }
+        }
     }
 
     /// Runs `work` in the background, owned with the servers' own background work:

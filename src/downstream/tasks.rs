@@ -20,13 +20,9 @@ impl Downstreams {
     ) -> Result<ServerResult, DownstreamError> {
         let (server, _) = self.locate(proof.tool())?;
         let cancel = cancel.child_token();
-        let shutdown = self.shutdown.clone();
-        tokio::select! {
-            answer = server.task_request(request, proof.tool(), caller, &cancel) => answer,
-            () = shutdown.cancelled() => {
-                cancel.cancel();
-                Err(DownstreamError::Closed { server: server.config.name.clone() })
-            }
-        }
+        let answer = server.task_request(request, proof.tool(), caller, &cancel);
+        tokio::pin!(answer);
+        self.until_shutdown(&server.config.name, &cancel, answer)
+            .await
     }
 }

@@ -155,11 +155,7 @@ async fn a_host_with_elicitation_asks_its_user_once() -> R {
             .client
             .call_tool(call("execute_plan", writing_plan()))
             .await?;
-        let asked = recorder
-            .seen
-            .lock()
-            .map(|s| s.elicitations.clone())
-            .unwrap_or_default();
+        let asked = recorder.elicitations();
         assert_eq!(asked.len(), 1, "{asked:?}");
         assert!(asked[0].contains("goal: \"save a note\""), "{}", asked[0]);
         assert!(

@@ -73,6 +73,14 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// The messages of the form elicitations asked so far, in order.
+    pub fn elicitations(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .map(|s| s.elicitations.clone())
+            .unwrap_or_default()
+    }
+
     /// The progress notifications heard so far, in order.
     #[allow(dead_code)]
     pub fn progress(&self) -> Vec<ProgressNotificationParam> {

@@ -475,12 +475,7 @@ async fn a_task_only_tool_of_a_2025_server_answers_with_its_tasks_result() -> R 
         .call_tool(call(tool, json!({"topic": "python", "ambiguous": true})))
         .await?;
     assert_ne!(asked.is_error, Some(true), "{}", text(&asked));
-    let questions = proxy
-        .recorder
-        .seen
-        .lock()
-        .map(|s| s.elicitations.clone())
-        .unwrap_or_default();
+    let questions = proxy.recorder.elicitations();
     assert!(
         questions
             .iter()

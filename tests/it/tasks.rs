@@ -324,12 +324,7 @@ async fn a_question_a_lagging_task_still_shows_is_not_asked_again() -> R {
     let proxy = common::start_with(&config, host).await?;
     let asked = proxy.client.call_tool(call("lag__ask", json!({}))).await?;
     assert_eq!(text(&asked), "Hello, Ada!", "{asked:?}");
-    let questions = proxy
-        .recorder
-        .seen
-        .lock()
-        .map(|s| s.elicitations.clone())
-        .unwrap_or_default();
+    let questions = proxy.recorder.elicitations();
     assert_eq!(questions, ["What is your name?"]);
     let empty = proxy
         .client

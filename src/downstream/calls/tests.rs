@@ -144,52 +144,74 @@ async fn the_sweeper_times_out_written_calls() {
     assert!(unwritten_answer.try_recv().is_err());
 }
 
+/// A table on a 2025-11-25 server whose tool `slow` runs only as a task, and the
+/// server's end of the connection.
+struct LegacyServer {
+    _transport: LineTransport<RoleClient, ReadHalf<DuplexStream>>,
+    table: Arc<CallTable>,
+    lines: tokio::io::Lines<tokio::io::BufReader<DuplexStream>>,
+}
+
+impl LegacyServer {
+    fn start() -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let transport = LineTransport::new(read, write, Limits::default(), "test");
+        let fields = Arc::new(ToolFields::default());
+        fields.keep(&[json!({"name": "slow", "execution": {"taskSupport": "required"}})]);
+        let timeout = Duration::from_secs(60);
+        let tracker = TaskTracker::new();
+        let table = CallTable::new(transport.sender(), "test", timeout, &tracker, fields);
+        Self {
+            _transport: transport,
+            table,
+            lines: tokio::io::BufReader::new(theirs).lines(),
+        }
+    }
+
+    /// What the server reads next (null when nothing comes within 5 s).
+    async fn read(&mut self) -> Value {
+        let next = tokio::time::timeout(Duration::from_secs(5), self.lines.next_line()).await;
+        let line = next.ok().and_then(Result::ok).flatten().unwrap_or_default();
+        serde_json::from_str(&line).unwrap_or_default()
+    }
+
+    /// A call of `tool` (its name as JSON text) under raw id `id` (as JSON text).
+    fn request(id: &str, tool: &str) -> Vec<u8> {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{tool}}}}}"#)
+            .into_bytes()
+    }
+
+    /// The server's answer to call `id`: its task `task`.
+    fn task(id: &str, task: &str) -> Vec<u8> {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"{id}","result":{{"task":{{"taskId":"{task}","status":"working"}}}}}}"#
+        )
+        .into_bytes()
+    }
+}
+
 /// A 2025-11-25 server's tool that runs only as a task: the call goes as one, the answer
 /// that is the task asks for its result under the call's id, and that result is the
 /// call's answer; a call that ends before its task cancels the task.
 #[tokio::test]
 async fn a_legacy_servers_task_only_call_follows_its_task() {
-    use tokio::io::AsyncBufReadExt;
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    let (read, write) = tokio::io::split(ours);
-    let transport: LineTransport<RoleClient, _> =
-        LineTransport::new(read, write, Limits::default(), "test");
-    let fields = Arc::new(ToolFields::default());
-    fields.keep(&[json!({"name": "slow", "execution": {"taskSupport": "required"}})]);
-    let tracker = TaskTracker::new();
-    let timeout = Duration::from_secs(60);
-    let table = CallTable::new(transport.sender(), "test", timeout, &tracker, fields);
-    let divert = table.divert();
-    let mut server = tokio::io::BufReader::new(theirs).lines();
-    // What the server reads next (null when nothing comes within 5 s).
-    let mut read_line = async || -> Value {
-        let next = tokio::time::timeout(Duration::from_secs(5), server.next_line()).await;
-        let line = next.ok().and_then(Result::ok).flatten().unwrap_or_default();
-        serde_json::from_str(&line).unwrap_or_default()
-    };
-    let request = |id: &str, tool: &str| {
-        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{tool}}}}}"#)
-            .into_bytes()
-    };
-    let task = |id: &str, task: &str| {
-        let line = format!(
-            r#"{{"jsonrpc":"2.0","id":"{id}","result":{{"task":{{"taskId":"{task}","status":"working"}}}}}}"#
-        );
-        line.into_bytes()
-    };
-
+    let mut server = LegacyServer::start();
+    let (table, divert) = (server.table.clone(), server.table.divert());
+    let (request, task) = (LegacyServer::request, LegacyServer::task);
     let (sink, mut answer) = Sink::awaiting();
     let (call, bytes) = table.start("slow", sink, request);
     table.write(bytes).await.expect("written");
     assert!(call.sent().is_ok());
-    let sent = read_line().await;
+    let sent = server.read().await;
     assert_eq!(sent["params"]["task"], json!({}), "{sent}");
     assert!(divert(&mut task(call.id(), "t1")).taken());
     assert!(
         answer.try_recv().is_err(),
         "the task is not the call's answer"
     );
-    let asked = read_line().await;
+    let asked = server.read().await;
     assert_eq!(
         (&asked["id"], &asked["method"], &asked["params"]),
         (
@@ -216,11 +238,11 @@ async fn a_legacy_servers_task_only_call_follows_its_task() {
     let (call, bytes) = table.start("slow", sink, request);
     table.write(bytes).await.expect("written");
     assert!(call.sent().is_ok());
-    read_line().await;
+    server.read().await;
     assert!(divert(&mut task(call.id(), "t2")).taken());
-    read_line().await;
+    server.read().await;
     assert!(call.cancel(Some("test")));
-    let (first, second) = (read_line().await, read_line().await);
+    let (first, second) = (server.read().await, server.read().await);
     let methods = [&first["method"], &second["method"]];
     assert!(
         methods.contains(&&json!("notifications/cancelled")),
@@ -238,40 +260,19 @@ async fn a_legacy_servers_task_only_call_follows_its_task() {
 /// A task that comes for a call that already ended is cancelled, not left running.
 #[tokio::test]
 async fn a_task_whose_call_ended_first_is_cancelled() {
-    use tokio::io::AsyncBufReadExt;
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    let (read, write) = tokio::io::split(ours);
-    let transport: LineTransport<RoleClient, _> =
-        LineTransport::new(read, write, Limits::default(), "test");
-    let fields = Arc::new(ToolFields::default());
-    fields.keep(&[json!({"name": "slow", "execution": {"taskSupport": "required"}})]);
-    let tracker = TaskTracker::new();
-    let timeout = Duration::from_secs(60);
-    let table = CallTable::new(transport.sender(), "test", timeout, &tracker, fields);
-    let divert = table.divert();
-    let mut server = tokio::io::BufReader::new(theirs).lines();
+    let mut server = LegacyServer::start();
+    let (table, divert) = (server.table.clone(), server.table.divert());
     let (sink, _answer) = Sink::awaiting();
-    let request = |id: &str, tool: &str| {
-        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{tool}}}}}"#)
-            .into_bytes()
-    };
+    let request = LegacyServer::request;
     let (call, bytes) = table.start("slow", sink, request);
     table.write(bytes).await.expect("written");
     assert!(call.sent().is_ok());
     assert!(call.cancel(Some("test")));
-    let late = format!(
-        r#"{{"jsonrpc":"2.0","id":"{}","result":{{"task":{{"taskId":"t9","status":"working"}}}}}}"#,
-        call.id()
-    );
-    assert!(
-        divert(&mut late.into_bytes()).taken(),
-        "dropped, not rmcp's"
-    );
+    let mut late = LegacyServer::task(call.id(), "t9");
+    assert!(divert(&mut late).taken(), "dropped, not rmcp's");
     let mut methods = Vec::new();
     for _ in 0..3 {
-        let next = tokio::time::timeout(Duration::from_secs(5), server.next_line()).await;
-        let line = next.ok().and_then(Result::ok).flatten().unwrap_or_default();
-        let message: Value = serde_json::from_str(&line).unwrap_or_default();
+        let message = server.read().await;
         if message["method"] == "tasks/cancel" {
             assert_eq!(message["params"], json!({"taskId": "t9"}));
             return;

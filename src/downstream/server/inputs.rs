@@ -86,11 +86,14 @@ impl Server {
                     return Box::pin(followed).await.map(CallToolResponse::Complete);
                 }
                 Err(error) if follows_for(caller) && error.needs_tasks() => {
-                    let declaring = self.declaring_tasks(caller);
-                    if declared.as_ref() == Some(&declaring) {
+                    // Asked again even though the extension was declared: that is final.
+                    if declared
+                        .as_ref()
+                        .is_some_and(ClientCapabilities::supports_tasks)
+                    {
                         return Err(error);
                     }
-                    declared = Some(declaring);
+                    declared = Some(self.declaring_tasks(caller));
                     continue;
                 }
                 Err(error) => return Err(error),

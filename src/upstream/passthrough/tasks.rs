@@ -14,7 +14,6 @@ use std::time::Duration;
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResult, DetailedTask, ErrorData, JsonObject, JsonRpcMessage, ServerResult, TaskPayload,
-    TaskStatus,
 };
 use rmcp::service::TxJsonRpcMessage;
 use rmcp::task_manager::TaskExit;
@@ -207,16 +206,10 @@ impl Passthrough {
 /// A task in 2025-11-25's shape.
 fn legacy(task: &DetailedTask) -> Value {
     let base = &task.task;
-    let status = match task.status() {
-        TaskStatus::Working => "working",
-        TaskStatus::InputRequired => "input_required",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-        _ => "cancelled",
-    };
+    // The statuses are named alike in both eras.
     let mut legacy = json!({
         "taskId": base.task_id,
-        "status": status,
+        "status": task.status(),
         "createdAt": base.created_at,
         "lastUpdatedAt": base.last_updated_at,
         "ttl": base.ttl_ms,

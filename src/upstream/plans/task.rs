@@ -29,13 +29,12 @@ use crate::upstream::{Upstream, sealed};
 /// A plan allowed longer than this (its `timeout_ms`) runs as a task for a host that
 /// holds tasks, as if it said `"as_task": true`: hosts commonly give up on a call after a
 /// minute.
-const LONG_PLAN: std::time::Duration = std::time::Duration::from_secs(60);
+const LONG_PLAN_MS: u64 = 60_000;
 
 /// Whether `plan` runs as a task for a host that holds tasks: it asked to, or it may run
-/// longer than [`LONG_PLAN`].
+/// longer than [`LONG_PLAN_MS`].
 pub(super) fn runs_long(plan: &ValidatedPlan) -> bool {
-    let long = u64::try_from(LONG_PLAN.as_millis()).unwrap_or(u64::MAX);
-    plan.as_task() || plan.timeout_ms().is_some_and(|ms| ms > long)
+    plan.as_task() || plan.timeout_ms().is_some_and(|ms| ms > LONG_PLAN_MS)
 }
 
 /// Whether the host of `context` holds tasks: it declared the extension.
