@@ -39,8 +39,10 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::downstream::{Downstreams, HostLink, fields};
 use crate::runner::PlanRunner;
-use crate::upstream::Upstream;
+use crate::upstream::{Upstream, legacy_tasks};
 
+/// The protocol revision whose tasks (SEP-1686) planmux answers itself.
+const LEGACY_TASKS_ERA: &str = "2025-11-25";
 /// The default address: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8787";
 /// How long connections may finish after a shutdown begins.
@@ -146,6 +148,8 @@ pub async fn serve_http(
         limit: Semaphore::new(config.http.max_requests),
         rate: config.http.rate_limit.map(Limiter::new),
         downstreams: downstreams.clone(),
+        holds_tasks: !options.stateless,
+        max_body: config.http.max_body_bytes,
     });
     tracing::info!(addr = %bound, stateless = options.stateless, "serving MCP over HTTP at /mcp");
     ready(bound);
@@ -226,6 +230,11 @@ struct Front {
     /// Requests per caller, when limited.
     rate: Option<Limiter>,
     downstreams: Arc<Downstreams>,
+    /// Whether sessions hold a 2025-11-25 host's tasks (not when stateless: each request
+    /// stands alone).
+    holds_tasks: bool,
+    /// `[http] max_body_bytes`.
+    max_body: usize,
 }
 
 impl Front {
@@ -250,7 +259,14 @@ impl Front {
                 if let Some(refused) = self.over_rate(caller) {
                     return refused;
                 }
-                let response = self.mcp.handle(request).await;
+                let response = if self.holds_tasks && is_legacy_post(&request) {
+                    match self.renamed(request).await {
+                        Ok(request) => self.mcp.handle(request).await,
+                        Err(refused) => return refused,
+                    }
+                } else {
+                    self.mcp.handle(request).await
+                };
                 self.restored(response)
             }
             _ => plain(StatusCode::NOT_FOUND, "planmux serves MCP at /mcp"),
@@ -259,13 +275,39 @@ impl Front {
 
     /// rmcp's answer, with the tool-definition fields rmcp does not model put back into
     /// any `tools/list` answer it carries (each frame is one SSE event, or the JSON body),
-    /// as the stdio front does.
+    /// as the stdio front does; and, with sessions, tasks offered to a 2025-11-25 host.
     fn restored(&self, response: Response<Body>) -> Response<Body> {
         let downstreams = self.downstreams.clone();
+        let tasks = self.holds_tasks;
         response.map(move |body| {
-            body.map_frame(move |frame| frame.map_data(|data| restore_fields(data, &downstreams)))
+            body.map_frame(move |frame| frame.map_data(|data| restore(data, &downstreams, tasks)))
                 .boxed()
         })
+    }
+
+    /// A 2025-11-25 host's POST, read whole (within `[http] max_body_bytes`): a task
+    /// message planmux answers (`upstream::legacy_tasks`; rmcp models none) goes to rmcp
+    /// renamed and marked, anything else as it came.
+    async fn renamed(
+        &self,
+        request: Request<Incoming>,
+    ) -> Result<Request<Full<Bytes>>, Response<Body>> {
+        let (mut parts, body) = request.into_parts();
+        let Ok(body) = http_body_util::Limited::new(body, self.max_body)
+            .collect()
+            .await
+        else {
+            return Err(plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is larger than [http] max_body_bytes, or was cut off",
+            ));
+        };
+        let mut body = body.to_bytes();
+        if let Some(named) = rename_task_message(&body) {
+            parts.extensions.insert(legacy_tasks::Renamed);
+            body = Bytes::from(named);
+        }
+        Ok(Request::from_parts(parts, Full::new(body)))
     }
 
     /// Ready (200) once every server's first start has ended, 503 before: which are up,
@@ -338,16 +380,57 @@ impl Front {
     }
 }
 
+/// Whether `request` is a POST of a 2025-11-25 host (its `MCP-Protocol-Version`).
+fn is_legacy_post(request: &Request<Incoming>) -> bool {
+    request.method() == http::Method::POST
+        && request
+            .headers()
+            .get("mcp-protocol-version")
+            .is_some_and(|v| v.as_bytes() == LEGACY_TASKS_ERA.as_bytes())
+}
+
+/// A task message `body` under the name rmcp hands planmux (`legacy_tasks::RENAMED`);
+/// `None` for anything else.
+fn rename_task_message(body: &[u8]) -> Option<Vec<u8>> {
+    memchr::memmem::find(body, b"\"task")?;
+    let mut message: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(body).ok()?;
+    let method = message.get("method")?.as_str()?;
+    let with_task = || message.get("params")?.get("task")?.as_object();
+    let ours = match method {
+        "tools/call" => with_task().is_some(),
+        _ => legacy_tasks::METHODS.contains(&method),
+    };
+    if !ours {
+        return None;
+    }
+    let renamed = format!("{}{method}", legacy_tasks::RENAMED);
+    message.insert("method".into(), renamed.into());
+    serde_json::to_vec(&message).ok()
+}
+
 /// One SSE event (`data: MESSAGE` among its lines) or JSON body, with a tool list's
-/// unmodelled fields put back; anything else as it was.
-fn restore_fields(data: Bytes, downstreams: &Downstreams) -> Bytes {
+/// unmodelled fields put back and, when `tasks`, tasks offered in an `initialize` answer
+/// to a 2025-11-25 host; anything else as it was.
+fn restore(data: Bytes, downstreams: &Downstreams, tasks: bool) -> Bytes {
     let fields = |name: &str| downstreams.unmodelled_fields(name);
     let restore = |json: &[u8]| {
-        if !fields::may_list_tools(json) {
+        // An `initialize` answer may say `"tools":` too (its capabilities).
+        if fields::may_list_tools(json) {
+            let mut message: serde_json::Value = serde_json::from_slice(json).ok()?;
+            if fields::restore_value(&mut message, fields) {
+                return Some(message.to_string());
+            }
+        }
+        let version = format!(r#""protocolVersion":"{LEGACY_TASKS_ERA}""#);
+        if !tasks || memchr::memmem::find(json, version.as_bytes()).is_none() {
             return None;
         }
         let mut message: serde_json::Value = serde_json::from_slice(json).ok()?;
-        fields::restore_value(&mut message, fields).then(|| message.to_string())
+        let result = message
+            .get_mut("result")
+            .filter(|r| r.get("serverInfo").is_some())?;
+        legacy_tasks::offer(result).then(|| message.to_string())
     };
     if data.starts_with(b"{") {
         return restore(&data).map_or(data, Bytes::from);

@@ -10,6 +10,7 @@
 mod answers;
 mod cache;
 mod instructions;
+pub(crate) mod legacy_tasks;
 use cache::cached;
 mod calls;
 mod misread;
@@ -66,6 +67,8 @@ pub struct Upstream {
     shape: Arc<Shape>,
     /// Whether the last list was compact (what `execute_plan`'s description says).
     compact: Arc<std::sync::atomic::AtomicBool>,
+    /// The session's 2025-11-25 tasks (`legacy_tasks`).
+    legacy_tasks: Arc<crate::task_set::TaskSet>,
     /// Ends the session's resource subscriptions when the last clone of this goes (the
     /// session closed).
     _ended: Arc<SessionEnd>,
@@ -171,6 +174,7 @@ impl Upstream {
             shutdown,
             shape: Arc::new(Shape::new(proxy)),
             compact: Arc::default(),
+            legacy_tasks: Arc::new(legacy_tasks::task_set()),
             _ended: ended,
         }
     }
@@ -520,6 +524,10 @@ impl ServerHandler for Upstream {
         request: CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
+        if let Some(method) = legacy_tasks::renamed(&request, &context) {
+            let answer = self.legacy_task_request(method, request.params.clone(), &context);
+            return Box::pin(answer).await;
+        }
         let modern = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);

@@ -1,8 +1,8 @@
 //! Tool definition fields that rmcp's `Tool` type does not model (a newer protocol's
 //! `execution`, a vendor's extension): kept from a server's raw `tools/list` answers, so
 //! planmux can put them back into its own `tools/list` and lose nothing it does not
-//! interpret. Seen only on line transports (stdio and built-in servers); put back on
-//! both fronts (stdio and HTTP).
+//! interpret. Seen on line transports (stdio and built-in servers) and in HTTP servers'
+//! streamed answers (`transport/noting.rs`); put back on both fronts (stdio and HTTP).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

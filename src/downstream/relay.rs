@@ -106,7 +106,7 @@ impl Relay {
             .peer_info()
             .map(|info| info.capabilities.clone())
             .ok_or_else(|| takes_no_requests(what))?;
-        Ok((caller.peer, caps, Some(caller.request)))
+        Ok((caller.peer, caps, caller.request))
     }
 
     /// Relays `request` to the host [`Self::target`] chose, if it `supported` it, and

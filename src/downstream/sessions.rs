@@ -126,8 +126,9 @@ pub struct Caller {
     pub peer: Peer<RoleServer>,
     pub session: Arc<Session>,
     /// The host's request: over HTTP, a server's request during the call rides that
-    /// request's stream.
-    pub request: RequestId,
+    /// request's stream (none: the session's standalone stream, as for a task whose
+    /// request was answered at once).
+    pub request: Option<RequestId>,
     pub progress: Option<ProgressToken>,
     /// Who answers what a 2026-07-28 server asks during the call (`input_required`).
     pub input: InputTo,
@@ -157,7 +158,7 @@ impl Caller {
         Self {
             peer: context.peer.clone(),
             session: session.clone(),
-            request: context.id.clone(),
+            request: Some(context.id.clone()),
             progress: context.meta.get_progress_token(),
             input: if modern {
                 InputTo::Caller

@@ -28,6 +28,7 @@ use super::relay::Relay;
 use super::tap::{ProgressRoutes, ProgressTap};
 use crate::config::{ServerConfig, SignIn, Transport};
 use crate::wire::LineTransport;
+use noting::Noting;
 
 /// How many of a child's last stderr lines are kept to explain why it failed.
 const STDERR_TAIL_LINES: usize = 8;
@@ -275,7 +276,7 @@ pub(crate) async fn connect(
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
             let open = |lifecycle| {
                 let (relay, routes, router) = (relay.clone(), routes.clone(), router.clone());
-                let transport_config = transport_config.clone();
+                let (transport_config, fields) = (transport_config.clone(), fields.clone());
                 async move {
                     // OAuth: the client carries the sign-in, and notes in `standing` when
                     // the server asks for one the user must give.
@@ -288,14 +289,23 @@ pub(crate) async fn connect(
                     };
                     let served = match client {
                         None => {
+                            let client = Noting {
+                                inner: noting::plain_client(),
+                                fields,
+                            };
                             let transport =
-                                rmcp::transport::StreamableHttpClientTransport::from_config(
+                                rmcp::transport::StreamableHttpClientTransport::with_client(
+                                    client,
                                     transport_config,
                                 );
                             let tap = ProgressTap::new(transport, routes, router);
                             relay.serve_with_lifecycle(tap, lifecycle).await
                         }
                         Some(client) => {
+                            let client = Noting {
+                                inner: client,
+                                fields,
+                            };
                             let transport =
                                 rmcp::transport::StreamableHttpClientTransport::with_client(
                                     client,
@@ -509,5 +519,6 @@ pub(crate) async fn watch(
     Some(format!("the server exited{}", stderr.describe()))
 }
 
+mod noting;
 #[cfg(test)]
 mod tests;

@@ -438,6 +438,8 @@ pub struct RawProxy {
     pub child: std::process::Child,
     pub stdin: std::process::ChildStdin,
     pub stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// The notifications [`Self::answer`] passed over, in order.
+    pub notified: Vec<Value>,
     _dir: tempfile::TempDir,
 }
 
@@ -468,6 +470,7 @@ impl RawProxy {
             child,
             stdin,
             stdout,
+            notified: Vec::new(),
             _dir: dir,
         })
     }
@@ -524,6 +527,7 @@ impl RawProxy {
             if message.get("id").is_some() || message.get("method").is_none() {
                 return Ok(message);
             }
+            self.notified.push(message);
         }
     }
 

@@ -870,3 +870,43 @@ async fn a_servers_request_rides_the_stream_of_the_call_that_caused_it() -> R {
     );
     Ok(())
 }
+
+/// A 2025-11-25 session is offered tasks, which planmux holds for it
+/// (`upstream::legacy_tasks`, tested with the TypeScript SDK in interop); a stateless
+/// front, which keeps nothing between requests, offers none. The names the front gives
+/// task messages for rmcp are no way in: a host that sends one itself is answered that
+/// there is no such method.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_session_is_offered_tasks_and_a_stateless_front_none() -> R {
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    for (stateless, offered) in [(false, true), (true, false)] {
+        let front = Front::start_with("", stateless).await?;
+        let mut stream = post_raw(&front, None, init).await?;
+        let mut seen = String::new();
+        read_until(&mut stream, &mut seen, "serverInfo").await;
+        let tasks = r#""tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}"#;
+        assert_eq!(
+            seen.contains(tasks),
+            offered,
+            "stateless: {stateless}: {seen}"
+        );
+        if stateless {
+            continue;
+        }
+        let session = seen
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id: "))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_owned();
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        drop(post_raw(&front, Some(&session), initialized).await?);
+        let spoof =
+            r#"{"jsonrpc":"2.0","id":2,"method":"planmux/2025-11-25/tasks/list","params":{}}"#;
+        let mut stream = post_raw(&front, Some(&session), spoof).await?;
+        let mut seen = String::new();
+        read_until(&mut stream, &mut seen, "\"id\":2").await;
+        assert!(seen.contains("-32601"), "{seen}");
+    }
+    Ok(())
+}

@@ -19,6 +19,7 @@ mod oauth_keychain;
 mod oauth_link;
 mod real_data;
 mod support;
+mod tasks;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -31,7 +32,7 @@ use serde_json::{Value, json};
 
 use crate::common::{self, call, eventually, json, start, text};
 use support::{
-    EVERYTHING, FILESYSTEM, HttpEverything, MEMORY, Timer, direct_mirror, entry, node,
+    EVERYTHING, FILESYSTEM, HttpEverything, Listening, MEMORY, Timer, direct_mirror, entry, node,
     stdio_server, toml_str, without_name,
 };
 
@@ -441,75 +442,6 @@ fn tool_fields_planmux_does_not_model_pass_through() -> R {
     );
     let plan = tools.iter().find(|t| t["name"] == "execute_plan");
     assert!(plan.is_some_and(|p| p.get("execution").is_none()));
-    Ok(())
-}
-
-/// server-everything's `simulate-research-query` runs only as a task (2025-11-25,
-/// SEP-1686: `execution.taskSupport: "required"`): planmux sends the call as a task and
-/// follows it on the raw path (`tasks/result` under the call's id), so a host's plain call
-/// (the passthrough) and a plan's step get the research report, and the question the task
-/// asks on the way (an ambiguous topic) reaches the host. A host that holds tasks itself
-/// gets a task of planmux's, whose result is the report.
-#[tokio::test]
-async fn a_task_only_tool_of_a_2025_server_answers_with_its_tasks_result() -> R {
-    let _t = Timer::start("a_task_only_tool_of_a_2025_server_answers_with_its_tasks_result");
-    let host = common::Recorder {
-        capable: true,
-        ..Default::default()
-    };
-    let proxy = common::start_with(&everything_config(""), host).await?;
-    let tool = "everything__simulate-research-query";
-    let plain = proxy
-        .client
-        .call_tool(call(tool, json!({"topic": "rust"})))
-        .await?;
-    let said = text(&plain);
-    assert_ne!(plain.is_error, Some(true), "{said}");
-    assert!(
-        said.contains("Research Report") && said.contains("rust"),
-        "{said}"
-    );
-    // The task asks the host to clarify an ambiguous topic, during the call.
-    let asked = proxy
-        .client
-        .call_tool(call(tool, json!({"topic": "python", "ambiguous": true})))
-        .await?;
-    assert_ne!(asked.is_error, Some(true), "{}", text(&asked));
-    let questions = proxy.recorder.elicitations();
-    assert!(
-        questions
-            .iter()
-            .any(|q| q.contains("multiple interpretations")),
-        "{questions:?}"
-    );
-    let plan = json!({"steps": [{"id": "r", "tool": tool, "args": {"topic": "tasks"}}]});
-    let ran = proxy.client.call_tool(call("execute_plan", plan)).await?;
-    let said = text(&ran);
-    assert!(
-        said.contains("succeeded") && said.contains("Research Report"),
-        "{said}"
-    );
-    proxy.client.cancel().await?;
-
-    // A 2025-11-25 host that holds tasks gets one of planmux's, which follows the
-    // server's: its result is the report.
-    let mut raw = common::RawProxy::start(&everything_config(""))?;
-    raw.list_tools()?;
-    let call = r#"{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"everything__simulate-research-query","arguments":{"topic":"rust"},"task":{"ttl":60000}}}"#;
-    let created = raw.answer(call)?;
-    let id = created["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(!id.is_empty(), "{created}");
-    let result = raw.answer(&format!(
-        r#"{{"jsonrpc":"2.0","id":51,"method":"tasks/result","params":{{"taskId":"{id}"}}}}"#
-    ))?;
-    assert!(
-        result["result"]["content"]
-            .to_string()
-            .contains("Research Report"),
-        "{result}"
-    );
     Ok(())
 }
 
@@ -2037,45 +1969,6 @@ async fn a_url_secret_stays_out_of_the_error_when_an_http_server_goes_away() -> 
         "the failure names the server: {seen:?}"
     );
     Ok(())
-}
-
-struct Listening {
-    port: u16,
-    _child: tokio::process::Child,
-}
-
-impl Listening {
-    async fn start(args: &[&str], more: &[&str]) -> anyhow::Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = tokio::process::Command::new(common::bin())
-            .args(args)
-            .arg(format!("127.0.0.1:{port}"))
-            .args(more)
-            .env_remove("PLANMUX_CONFIG")
-            .current_dir(std::env::temp_dir())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        for _ in 0..100 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return Ok(Self {
-                    port,
-                    _child: child,
-                });
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        anyhow::bail!("planmux {args:?} did not listen on port {port}")
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
 }
 
 /// `value` without the clock times server-everything writes into its dynamic resources

@@ -451,8 +451,9 @@ async fn changed_and_new_tools_are_quarantined_until_locked_again() -> R {
 /// The only way to a downstream tool takes the checkpoint's proof. The compiler holds
 /// most of it (`Server::call`, and `LineRoute::send_now`, `send` and `call` take
 /// `&Authorized`, whose field is private to `policy`); this test holds the rest: a
-/// `tools/call` request is built in two places (rmcp's typed one, a plan step's raw one),
-/// each behind the proof (the typed one reached from `Server::call` and from a raw call
+/// `tools/call` request is built in three places (rmcp's typed one, a plan step's raw one,
+/// and the task call of a 2025-11-25 HTTP server, which rmcp does not model), each behind
+/// the proof (the typed one reached from `Server::call` and from a raw call
 /// already sent by `LineRoute`), and only `Policy::authorize` makes a proof. A
 /// new path that builds its own request, or calls a peer's `call_tool`, fails here.
 #[test]
@@ -477,6 +478,7 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
             // parameter, which only `Policy::authorize` can make).
             authorized |= line.contains(".authorize(") || line.contains(": &Authorized");
             if line.contains("CallToolRequest::new(")
+                || line.contains(r#"CustomRequest::new("tools/call""#)
                 || line.contains("call_tool_once(")
                 || line.contains(r#""method":"tools/call""#)
             {
@@ -504,9 +506,10 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
         builds,
         [
             "downstream/route.rs: pub(crate) async fn call(",
-            "downstream/server/inputs.rs: pub(super) async fn call_declaring("
+            "downstream/server/inputs.rs: pub(super) async fn call_declaring(",
+            "downstream/server/tasks.rs: pub(super) async fn call_legacy_task("
         ],
-        "a tools/call is built outside Server::call_declaring and LineRoute::call"
+        "a tools/call is built outside Server::call_declaring, Server::call_legacy_task and LineRoute::call"
     );
     // rmcp's typed call is made by `Server::call` (which takes the proof), and by a line
     // connection's call whose tool runs only as a task, sent again on the typed path: that
@@ -524,6 +527,10 @@ fn only_the_checkpoint_opens_the_way_to_a_downstream_tool() -> R {
     // a line connection's calls (at once, after an admission wait, for a plan step).
     for (file, function) in [
         ("downstream/server/inputs.rs", "pub(crate) async fn call("),
+        (
+            "downstream/server/tasks.rs",
+            "pub(super) async fn call_legacy_task(",
+        ),
         ("downstream/route.rs", "pub fn send_now("),
         ("downstream/route.rs", "pub async fn send("),
         ("downstream/route.rs", "pub(crate) async fn call("),

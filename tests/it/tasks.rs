@@ -414,5 +414,21 @@ fn a_2025_host_holds_the_tasks_of_its_calls() -> R {
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     let plain = raw.answer(&common::call_line(11, "chaos__echo", json!({"a": 1})))?;
     assert!(plain["result"].get("task").is_none(), "{plain}");
+    // Each task's end was told (`notifications/tasks/status`, optional in 2025-11-25).
+    let told: Vec<(Value, Value)> = raw
+        .notified
+        .iter()
+        .filter(|n| n["method"] == "notifications/tasks/status")
+        .map(|n| (n["params"]["taskId"].clone(), n["params"]["status"].clone()))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            (json!(id), json!("completed")),
+            (json!(long), json!("cancelled"))
+        ],
+        "{:?}",
+        raw.notified
+    );
     Ok(())
 }

@@ -41,11 +41,8 @@ impl Server {
         caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
-        if self.is_line()
-            && self.era() == Era::Legacy
-            && self.fields.runs_only_as_task(&params.name)
-        {
-            return self.call_legacy_task(params, proof, caller, cancel).await;
+        if self.era() == Era::Legacy && self.fields.runs_only_as_task(&params.name) {
+            return Box::pin(self.call_legacy_task(params, proof, caller, cancel)).await;
         }
         let declared = caller.and_then(|c| c.capabilities.clone());
         // On the heap: its rounds and tasks make a large future, which a debug build

@@ -11,8 +11,8 @@
 //! of time or is dropped cancels the task.
 //!
 //! A 2025-11-25 server's task (SEP-1686), which rmcp does not model, is followed on the
-//! raw path of line connections (`calls/legacy_tasks.rs`): [`Server::call_legacy_task`]
-//! sends a typed caller's call of such a tool that way.
+//! raw path of line connections (`calls/legacy_tasks.rs`), and for other servers (HTTP) by
+//! asking for its `tasks/result` ([`Server::call_legacy_task`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CancelTaskRequest,
-    ClientCapabilities, ClientRequest, GetTaskParams, GetTaskRequest, InputRequests, JsonObject,
-    ServerResult, TASKS_EXTENSION_ID, Task, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
+    ClientCapabilities, ClientRequest, CustomRequest, GetTaskParams, GetTaskRequest, InputRequests,
+    JsonObject, ServerResult, TASKS_EXTENSION_ID, Task, TaskPayload, UpdateTaskParams,
+    UpdateTaskRequest,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::Server;
@@ -106,9 +107,12 @@ impl Server {
         }
     }
 
-    /// A call of a 2025-11-25 line server's tool that runs only as a task: on the raw path,
-    /// which follows such tasks (`calls/legacy_tasks.rs`; rmcp models none), through the
-    /// one send of line connections.
+    /// A call of a 2025-11-25 server's tool that runs only as a task (SEP-1686), which rmcp
+    /// does not model. A line server's goes on the raw path, which follows such tasks
+    /// (`calls/legacy_tasks.rs`), through the one send of line connections; any other's
+    /// goes as a request rmcp passes as it is: the call with `"task": {}`, then
+    /// `tasks/result`, which the server answers when the task ends (what it asks meanwhile
+    /// reaches the caller as during any call). A call that stops first cancels the task.
     pub(super) async fn call_legacy_task(
         self: &Arc<Self>,
         params: CallToolRequestParams,
@@ -116,19 +120,52 @@ impl Server {
         caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
-        let route = LineRoute {
-            exported: proof.tool().to_owned(),
-            tool: params.name.to_string(),
-            server: self.clone(),
+        let server = &self.config.name;
+        let tool = params.name.to_string();
+        let unreadable = |e: serde_json::Error| DownstreamError::Protocol {
+            server: server.clone(),
+            message: format!("answered {tool} with no tool result: {e}"),
         };
-        let reply = route.call(proof, params.arguments.as_ref(), caller, cancel);
-        let result = reply.await?.tool_result(&self.config.name)?;
-        serde_json::from_value(result)
+        if self.is_line() {
+            let route = LineRoute {
+                exported: proof.tool().to_owned(),
+                tool: tool.clone(),
+                server: self.clone(),
+            };
+            let reply = route.call(proof, params.arguments.as_ref(), caller, cancel);
+            let result = reply.await?.tool_result(server)?;
+            return serde_json::from_value(result)
+                .map(CallToolResponse::Complete)
+                .map_err(unreadable);
+        }
+        let mut call = serde_json::to_value(&params).map_err(unreadable)?;
+        call["task"] = Value::Object(JsonObject::new());
+        let request = ClientRequest::CustomRequest(CustomRequest::new("tools/call", Some(call)));
+        let created = self.exchange(request, &tool, caller, None, cancel).await?;
+        let created = serde_json::to_value(created).map_err(unreadable)?;
+        let Some(id) = created.pointer("/task/taskId").and_then(Value::as_str) else {
+            // The server ran it at once after all: its answer is the call's.
+            return serde_json::from_value(created)
+                .map(CallToolResponse::Complete)
+                .map_err(unreadable);
+        };
+        let mut left = Unfinished {
+            server: self.clone(),
+            task: id.to_owned(),
+            declared: ClientCapabilities::default(),
+        };
+        let result = json!({"taskId": id});
+        let request =
+            ClientRequest::CustomRequest(CustomRequest::new("tasks/result", Some(result)));
+        let ended = self.exchange(request, &tool, caller, None, cancel).await;
+        // The server answered: the task ended (a failed task's answer is its error).
+        if matches!(ended, Ok(_) | Err(DownstreamError::Rpc { .. })) {
+            left.task.clear();
+        }
+        let ended = serde_json::to_value(ended?).map_err(unreadable)?;
+        serde_json::from_value(ended)
             .map(CallToolResponse::Complete)
-            .map_err(|e| DownstreamError::Protocol {
-                server: self.config.name.clone(),
-                message: format!("answered {} with no tool result: {e}", route.tool),
-            })
+            .map_err(unreadable)
     }
 
     /// Follows `task`, made by a call of `tool` declaring `declared`, to its end within

@@ -42,7 +42,6 @@ use tokio_util::task::TaskTracker;
 use super::{Upstream, host_answer};
 use crate::downstream::{DownstreamError, LineCall, LineRoute, RawReply, RouteSink, Sink};
 use crate::policy::{Authorized, Route};
-use crate::task_set::TaskSet;
 use crate::wire::{Divert, Diverted, Forward, RawSender};
 use encode::{Answer, encode};
 use read::Plain;
@@ -95,8 +94,6 @@ pub struct Passthrough {
     cancellation: Finder<'static>,
     call: Finder<'static>,
     task: Finder<'static>,
-    /// The host's 2025-11-25 tasks (`tasks.rs`).
-    held: TaskSet,
     /// Whether the host may take this path, once its handshake tells.
     host_fits: OnceLock<bool>,
     choice: RouteChoice,
@@ -148,7 +145,6 @@ impl Passthrough {
             cancellation: Finder::new(b"notifications/cancelled"),
             call: Finder::new(b"tools/call"),
             task: Finder::new(b"\"task"),
-            held: TaskSet::new(tasks::KEPT, tasks::TTL_MS, tasks::POLL_MS),
             host_fits: OnceLock::new(),
             choice,
             tasks: TaskTracker::new(),

@@ -320,3 +320,43 @@ impl Drop for Timer {
         );
     }
 }
+
+/// A planmux (`args` ADDR `more`) listening on a free loopback port; killed on drop.
+pub struct Listening {
+    port: u16,
+    _child: tokio::process::Child,
+}
+
+impl Listening {
+    pub async fn start(args: &[&str], more: &[&str]) -> anyhow::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = tokio::process::Command::new(crate::common::bin())
+            .args(args)
+            .arg(format!("127.0.0.1:{port}"))
+            .args(more)
+            .env_remove("PLANMUX_CONFIG")
+            .current_dir(std::env::temp_dir())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return Ok(Self {
+                    port,
+                    _child: child,
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("planmux {args:?} did not listen on port {port}")
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
