@@ -9,6 +9,7 @@
 
 mod answers;
 mod cache;
+mod held;
 mod instructions;
 pub(crate) mod legacy_tasks;
 use cache::cached;
@@ -591,7 +592,7 @@ impl ServerHandler for Upstream {
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         request.name = proof.tool().to_owned().into();
-        self.call_tool_downstream(request, &proof, &caller, &context)
+        self.call_tool_downstream(request, proof, &caller, &context)
             .await
     }
 }

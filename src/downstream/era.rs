@@ -291,6 +291,18 @@ async fn said(server: &str, changes: &Changes, host: &HostLink, notification: Se
     changes.mark(server, changed);
 }
 
+impl super::Downstreams {
+    /// Whether the tool exported as `name` is a server's that speaks an era before
+    /// 2026-07-28 (it asks during a call by request).
+    pub fn is_legacy_tool(&self, name: &str) -> bool {
+        let catalog = self.catalog();
+        let server = catalog
+            .find_called(name)
+            .and_then(|entry| self.server(&entry.server));
+        server.is_some_and(|server| server.era() == Era::Legacy)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rmcp::model::{ClientCapabilities, Implementation};

@@ -39,6 +39,10 @@ pub struct HostLink {
     /// downstream subscription is made for the first and ended with the last. Held while
     /// the downstream is told, so the next holder waits for the outcome.
     interest: tokio::sync::Mutex<HashMap<String, usize>>,
+    /// The downstream calls in flight and whom each is for: with many sessions, what a
+    /// server asks or says goes to the session whose call it is; with any host, a
+    /// legacy server's request during a 2026-07-28 host's own call goes to that call.
+    calls: Calls,
 }
 
 /// Who is connected upstream.
@@ -77,8 +81,6 @@ struct Sessions {
     /// Every session and its peer, for what goes to all of them (lists changed) or to
     /// those that subscribed (resource updates); closed ones are dropped as they are met.
     everyone: RwLock<Vec<(Arc<Session>, Peer<RoleServer>)>>,
-    /// The downstream calls in flight and whom each is for.
-    calls: Calls,
 }
 
 impl HostLink {
@@ -154,20 +156,18 @@ impl HostLink {
         self.has_sessions()
     }
 
-    /// Notes a call to `server` in flight for `caller`, until the returned guard drops.
-    /// Only with many sessions: one host needs no telling apart.
+    /// Notes a call to `server` in flight for `caller`, until the returned guard drops:
+    /// with many sessions, every call; with one host, only a 2026-07-28 host's own call,
+    /// which takes a legacy server's requests itself (one host needs no telling apart).
     pub(crate) fn calling(&self, server: &str, caller: Option<&Caller>) -> Option<Calling<'_>> {
-        let (sessions, caller) = (self.sessions()?, caller?);
-        Some(sessions.calls.start(server, caller))
+        let caller = caller?;
+        (self.has_sessions() || caller.asks.is_some()).then(|| self.calls.start(server, caller))
     }
 
-    /// With many sessions, whom what `server` asks or says now is for (see
-    /// [`Calls::caller_of`]).
+    /// Whom what `server` asks or says now is for (see [`Calls::caller_of`]): with one
+    /// host, only a 2026-07-28 host's own call is told apart.
     pub(crate) fn caller_of(&self, server: &str) -> Result<Caller, String> {
-        match self.sessions() {
-            Some(sessions) => sessions.calls.caller_of(server),
-            None => Err("one host: no session to choose".into()),
-        }
+        self.calls.caller_of(server)
     }
 
     /// Counts one more holder of `uri` (a session's subscription or a listen stream's),

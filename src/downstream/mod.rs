@@ -34,7 +34,7 @@ pub use error::DownstreamError;
 pub use fields::restore as restore_tool_fields;
 pub use host_link::HostLink;
 pub use refresh::Reloaded;
-pub use relay::{Caller, InputTo, LogLevel, Session};
+pub use relay::{Asked, Asks, Caller, InputTo, LogLevel, Session};
 pub use route::{LineRoute, NotSent};
 pub use server::{Offer, Server, State};
 

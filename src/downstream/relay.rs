@@ -8,7 +8,7 @@
 
 use super::changes::{Changed, Changes};
 use super::host_link::HostLink;
-pub use super::sessions::{Caller, InputTo, LogLevel, Session};
+pub use super::sessions::{Asked, Asks, Caller, InputTo, LogLevel, Session};
 use super::tap::{LogFor, LogRouter};
 use std::sync::Arc;
 
@@ -120,6 +120,13 @@ impl Relay {
         caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<ClientResult, ErrorData> {
+        // A 2026-07-28 host's own call takes the question as `input_required`.
+        let asking = caller
+            .cloned()
+            .or_else(|| self.host.caller_of(&self.server).ok());
+        if let Some(caller) = asking.filter(|c| c.asks.is_some()) {
+            return ask_in_round(what, request, supported, &caller, cancel).await;
+        }
         // A 2026-07-28 host has no session info to ask by: `target` says so.
         let (peer, caps, origin) = self.target(what, caller).await?;
         if !supported(&caps) {
@@ -329,6 +336,53 @@ impl ClientHandler for Relay {
     ) {
         self.host.notify_resource_updated(params).await;
     }
+}
+
+/// A legacy server's `request` during a 2026-07-28 host's own call (`caller`): put to the
+/// host as a question of that call's `input_required`, if it declared it can answer it,
+/// and answered with what its retry brings.
+async fn ask_in_round(
+    what: &str,
+    request: ServerRequest,
+    supported: impl Fn(&ClientCapabilities) -> bool,
+    caller: &Caller,
+    cancel: &CancellationToken,
+) -> Result<ClientResult, ErrorData> {
+    let (Some(asks), Some(caps)) = (&caller.asks, &caller.capabilities) else {
+        return Err(takes_no_requests(what));
+    };
+    if !supported(caps) {
+        return Err(unsupported(what));
+    }
+    type Read = fn(serde_json::Value) -> serde_json::Result<ClientResult>;
+    let (question, read): (InputRequest, Read) = match request {
+        ServerRequest::CreateMessageRequest(request) => {
+            (InputRequest::CreateMessage(request), |answer| {
+                serde_json::from_value(answer)
+                    .map(|r| ClientResult::CreateMessageResult(Box::new(r)))
+            })
+        }
+        ServerRequest::ElicitRequest(request) => (InputRequest::Elicitation(request), |answer| {
+            serde_json::from_value(answer).map(ClientResult::ElicitResult)
+        }),
+        ServerRequest::ListRootsRequest(request) => (InputRequest::ListRoots(request), |answer| {
+            serde_json::from_value(answer).map(ClientResult::ListRootsResult)
+        }),
+        _ => return Err(unsupported(what)),
+    };
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let gone = || ErrorData::internal_error("the host's call ended before it answered", None);
+    asks.0
+        .send(Asked { question, answer })
+        .map_err(|_| gone())?;
+    let answer = tokio::select! {
+        answered = answered => answered.map_err(|_| gone())??,
+        () = cancel.cancelled() => {
+            return Err(ErrorData::internal_error("the server gave up on its question", None));
+        }
+    };
+    read(answer)
+        .map_err(|e| ErrorData::invalid_params(format!("the host's answer to {what}: {e}"), None))
 }
 
 /// Whether a host takes an elicitation in URL mode (`url`) or form mode: a mode it did not

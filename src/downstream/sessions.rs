@@ -1,7 +1,8 @@
 //! Who a downstream call is for: each host session (its log level, its subscriptions,
 //! whether it introduced itself), the caller of a call (session, request, progress
-//! token), and, over HTTP, the calls in flight per server, from which what a server asks
-//! or says is given to the one session it can be for.
+//! token, where a legacy server's questions for a 2026-07-28 host's call go), and the
+//! calls in flight per server, from which what a server asks or says is given to the one
+//! session (or 2026-07-28 call) it can be for.
 
 // Logging is deprecated by SEP-2577, but hosts still set levels and show messages.
 #![allow(deprecated)]
@@ -11,9 +12,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{ClientCapabilities, LoggingLevel, ProgressToken, ProtocolVersion, RequestId};
+use rmcp::model::{
+    ClientCapabilities, InputRequest, LoggingLevel, ProgressToken, ProtocolVersion, RequestId,
+};
 use rmcp::service::RequestContext;
-use rmcp::{Peer, RoleServer};
+use rmcp::{ErrorData, Peer, RoleServer};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
 
 /// A downstream call in flight for a session.
 struct InFlight {
@@ -135,7 +140,23 @@ pub struct Caller {
     /// What a 2026-07-28 host declared it can answer (its request's `_meta`), which its
     /// own calls tell the server in place of planmux's: the server asks only that.
     pub capabilities: Option<ClientCapabilities>,
+    /// Where a legacy server's requests during a 2026-07-28 host's own call go: that
+    /// call, which puts them to the host as `input_required` (the host takes no
+    /// requests) and hands back the answers of its retry.
+    pub asks: Option<Asks>,
 }
+
+/// A legacy server's request during a call, put to the call's host as a question of
+/// `input_required` (SEP-2322), and the host's answer once it retried.
+pub struct Asked {
+    pub question: InputRequest,
+    /// The host's answer (the result of the request, as JSON), or why there is none.
+    pub answer: oneshot::Sender<Result<Value, ErrorData>>,
+}
+
+/// Where the questions of one call go ([`Caller::asks`]).
+#[derive(Clone, Debug)]
+pub struct Asks(pub mpsc::UnboundedSender<Asked>);
 
 /// Who answers a 2026-07-28 server's questions about a call (its `input_required`
 /// result: MRTR).
@@ -166,6 +187,7 @@ impl Caller {
                 InputTo::Host
             },
             capabilities: modern.then(|| context.client_capabilities().unwrap_or_default()),
+            asks: None,
         }
     }
 

@@ -10,43 +10,50 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
 use super::answers::{cancellable, host_answer, routed_error};
-use super::{Upstream, sealed};
-use crate::downstream::{Caller, DownstreamError};
+use super::{Upstream, held, sealed};
+use crate::downstream::{Caller, DownstreamError, InputTo};
 use crate::policy::Authorized;
 
 impl Upstream {
     /// What the host reads for its call `request` of a downstream tool (authorized by
     /// `proof`): the server's answer, or why there is none. A 2026-07-28 host's call may
     /// be answered `input_required`, the server's `requestState` sealed
-    /// (`sealed.rs`); its retry's state is unsealed before it goes to the server.
+    /// (`sealed.rs`); its retry's state is unsealed before it goes to the server. Its
+    /// call of a legacy server's tool is held between its rounds (`held.rs`).
     pub(super) async fn call_tool_downstream(
         &self,
         mut request: CallToolRequestParams,
-        proof: &Authorized,
+        proof: Authorized,
         caller: &Caller,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let tool = proof.tool().to_owned();
-        sealed::open_retry(&mut request.request_state, &tool)?;
-        match self.call_downstream(request, proof, caller, context).await {
-            Ok(CallToolResponse::Complete(mut result)) => {
-                // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
-                result.result_type = Some(ResultType::COMPLETE);
-                Ok(CallToolResponse::Complete(result))
-            }
-            Ok(CallToolResponse::InputRequired(mut asked)) => {
-                sealed::seal_asked(&mut asked, &tool)?;
-                Ok(CallToolResponse::InputRequired(asked))
-            }
-            Ok(CallToolResponse::Task(mut created)) => {
-                created.task.task_id = sealed::task_id(&tool, &created.task.task_id)?;
-                Ok(CallToolResponse::Task(created))
-            }
-            Ok(other) => Ok(other),
-            Err(error) => host_answer(error).map(Into::into),
+        if let Some(held) =
+            held::resume(&request.request_state, &mut request.input_responses, &tool)?
+        {
+            return after_round(held.round(&context.ct, &self.downstreams).await?, &tool);
         }
+        sealed::open_retry(&mut request.request_state, &tool)?;
+        if caller.input == InputTo::Caller && self.downstreams.is_legacy_tool(&tool) {
+            // A legacy server may ask during the call, by request: the call is held
+            // between the host's rounds.
+            let this = self.clone();
+            let (caller, mut own) = (caller.clone(), context.clone());
+            let held = held::Held::new(&tool, move |asks, stop| {
+                own.ct = stop;
+                let caller = Caller {
+                    asks: Some(asks),
+                    ..caller
+                };
+                Box::pin(async move { this.call_downstream(request, &proof, &caller, &own).await })
+            });
+            return after_round(held.round(&context.ct, &self.downstreams).await?, &tool);
+        }
+        call_answer(
+            self.call_downstream(request, &proof, caller, context).await,
+            &tool,
+        )
     }
-
     /// What the host reads for its `prompts/get`: the server's prompt, or for a
     /// 2026-07-28 host what the server asks first (MRTR), its state sealed as a tool's.
     pub(super) async fn get_prompt_downstream(
@@ -114,5 +121,37 @@ impl Upstream {
             .downstreams
             .call_tool(request, proof, Some(caller), &cancel);
         cancellable(call, &cancel, context).await
+    }
+}
+
+/// What the host reads after one round of a held call.
+fn after_round(round: held::Round, tool: &str) -> Result<CallToolResponse, ErrorData> {
+    match round {
+        held::Round::Ended(answer) => call_answer(answer, tool),
+        held::Round::Asked(asked) => Ok(CallToolResponse::InputRequired(asked)),
+    }
+}
+
+/// What the host reads for a call's `answer`.
+fn call_answer(
+    answer: Result<CallToolResponse, DownstreamError>,
+    tool: &str,
+) -> Result<CallToolResponse, ErrorData> {
+    match answer {
+        Ok(CallToolResponse::Complete(mut result)) => {
+            // A 2026-07-28 host requires resultType; rmcp strips it for older hosts.
+            result.result_type = Some(ResultType::COMPLETE);
+            Ok(CallToolResponse::Complete(result))
+        }
+        Ok(CallToolResponse::InputRequired(mut asked)) => {
+            sealed::seal_asked(&mut asked, tool)?;
+            Ok(CallToolResponse::InputRequired(asked))
+        }
+        Ok(CallToolResponse::Task(mut created)) => {
+            created.task.task_id = sealed::task_id(tool, &created.task.task_id)?;
+            Ok(CallToolResponse::Task(created))
+        }
+        Ok(other) => Ok(other),
+        Err(error) => host_answer(error).map(Into::into),
     }
 }

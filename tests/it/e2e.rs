@@ -549,10 +549,23 @@ async fn chaos_with_lifecycle(
     rmcp::service::RunningService<rmcp::RoleClient, common::Recorder>,
     tempfile::TempDir,
 )> {
+    serve_with_lifecycle("[servers.chaos]\nbuiltin = \"chaos\"\n", host, mode).await
+}
+
+/// `planmux serve` over `config`, driven by `host` connecting in `mode`; the config's
+/// folder, kept as long as the client runs.
+async fn serve_with_lifecycle(
+    config: &str,
+    host: common::Recorder,
+    mode: rmcp::service::ClientLifecycleMode,
+) -> anyhow::Result<(
+    rmcp::service::RunningService<rmcp::RoleClient, common::Recorder>,
+    tempfile::TempDir,
+)> {
     use rmcp::service::ClientServiceExt;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("servers.toml");
-    std::fs::write(&path, "[servers.chaos]\nbuiltin = \"chaos\"\n")?;
+    std::fs::write(&path, config)?;
     let mut cmd = tokio::process::Command::new(common::bin());
     cmd.arg("serve").arg("--config").arg(&path);
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
@@ -621,6 +634,50 @@ async fn a_2026_host_answers_its_own_calls_questions_and_a_plan_step_says_it_can
         said.contains("2026-07-28") && said.contains("directly"),
         "{said}"
     );
+    client.cancel().await?;
+    Ok(())
+}
+
+/// A 2026-07-28 host in front of a 2025-11-25 server (chaos `--legacy`), which asks
+/// during a call by request: each request reaches the host as its own call's
+/// `input_required` (the host takes no requests), the call held meanwhile, and the answer
+/// its retry brings reaches the server, whose result is the call's.
+#[tokio::test]
+async fn a_legacy_servers_requests_reach_a_2026_host_as_its_calls_questions() -> R {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::ClientLifecycleMode;
+    let mode = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let host = common::Recorder {
+        capable: true,
+        ..Default::default()
+    };
+    let config = format!(
+        "[servers.old]\ncommand = \"{}\"\nargs = [\"demo\", \"chaos\", \"--legacy\"]\n",
+        common::bin()
+    );
+    let (client, _dir) = serve_with_lifecycle(&config, host, mode).await?;
+    for (kind, path, expected) in [
+        ("elicitation", "/answer/content/name", json!("Ada")),
+        (
+            "sampling",
+            "/answer/content/text",
+            json!("hi from the host"),
+        ),
+        ("roots", "/answer/roots/0/uri", json!("file:///work")),
+    ] {
+        let asked = client
+            .call_tool(call("old__ask_host", json!({"kind": kind})))
+            .await?;
+        let said = text(&asked);
+        assert_eq!(asked.is_error, Some(false), "{kind}: {said}");
+        let answer = asked
+            .structured_content
+            .as_ref()
+            .and_then(|v| v.pointer(path));
+        assert_eq!(answer, Some(&expected), "{kind}: {said}");
+    }
     client.cancel().await?;
     Ok(())
 }

@@ -743,17 +743,35 @@ async fn post_raw(
 
 /// The answer to a 2026-07-28 request (`method`, no session) to the front, its body.
 async fn ask_2026(front: &Front, method: &str) -> anyhow::Result<String> {
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":7,"method":"{method}","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{{"name":"t","version":"1"}},"io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
-    );
+    post_2026(front, 7, method, json!({})).await
+}
+
+/// A 2026-07-28 request (`method` with `params`, its `_meta` added; no session) to the
+/// front: what it answered, headers and all.
+async fn post_2026(
+    front: &Front,
+    id: u32,
+    method: &str,
+    mut params: serde_json::Value,
+) -> anyhow::Result<String> {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}
+    });
+    let name = params["name"]
+        .as_str()
+        .map_or_else(String::new, |name| format!("Mcp-Name: {name}\r\n"));
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let body = body.to_string();
     let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let mut stream = tokio::net::TcpStream::connect(front.addr).await?;
     stream.write_all(request.as_bytes()).await?;
     let mut seen = String::new();
-    read_until(&mut stream, &mut seen, "\"id\":7").await;
+    read_until(&mut stream, &mut seen, &format!("\"id\":{id}")).await;
     Ok(seen)
 }
 
@@ -908,5 +926,68 @@ async fn a_2025_session_is_offered_tasks_and_a_stateless_front_none() -> R {
         read_until(&mut stream, &mut seen, "\"id\":2").await;
         assert!(seen.contains("-32601"), "{seen}");
     }
+    Ok(())
+}
+
+/// A 2026-07-28 tools/call of `params` to the front: the JSON-RPC answer.
+async fn call_2026(front: &Front, id: u32, params: serde_json::Value) -> anyhow::Result<String> {
+    let seen = post_2026(front, id, "tools/call", params).await?;
+    let start = seen
+        .find(&format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}"))
+        .unwrap_or(0);
+    let end = seen[start..].find('\n').map_or(seen.len(), |n| start + n);
+    Ok(seen[start..end].trim().to_owned())
+}
+
+/// A 2026-07-28 host over HTTP in front of a 2025-11-25 server that asks during a call by
+/// request: the host's call is answered `input_required` with the server's request and a
+/// state of planmux's, the call held meanwhile; the retry with the answer gets the
+/// server's result; the same retry again finds no call (each hold is resumed once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_servers_request_is_a_2026_http_hosts_question() -> R {
+    let old = format!(
+        "[servers.old]\ncommand = \"{}\"\nargs = [\"demo\", \"chaos\", \"--legacy\"]\n",
+        crate::common::bin()
+    );
+    let front = Front::start(&old).await?;
+    let call = json!({"name": "old__ask_host", "arguments": {"kind": "elicitation"}});
+    let mut asked = String::new();
+    // The server is up once the front lists it.
+    for _ in 0..50 {
+        asked = call_2026(&front, 1, call.clone()).await?;
+        if asked.contains("input_required") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let asked: serde_json::Value = serde_json::from_str(&asked)?;
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    assert_eq!(
+        result["inputRequests"]["q1"]["method"], "elicitation/create",
+        "{asked}"
+    );
+    assert_eq!(
+        result["inputRequests"]["q1"]["params"]["message"],
+        "Your name?"
+    );
+    let state = result["requestState"].as_str().unwrap_or_default();
+    let mut retry = call.clone();
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] = json!({"q1": {"action": "accept", "content": {"name": "Grace"}}});
+    let answered: serde_json::Value =
+        serde_json::from_str(&call_2026(&front, 2, retry.clone()).await?)?;
+    assert_eq!(
+        answered["result"]["structuredContent"]["answer"]["content"]["name"], "Grace",
+        "{answered}"
+    );
+    let again: serde_json::Value = serde_json::from_str(&call_2026(&front, 3, retry).await?)?;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert!(
+        again["error"]["message"]
+            .to_string()
+            .contains("retried already"),
+        "{again}"
+    );
     Ok(())
 }

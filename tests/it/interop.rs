@@ -1621,7 +1621,9 @@ fn fails_directly(scenario: &str) -> bool {
 /// The suite's client scenarios of each revision against planmux's downstream side: its
 /// test server is planmux's one server, and a host (tests/interop/conformance_client.py,
 /// the Python SDK) drives planmux, once speaking 2025-11-25 and once 2026-07-28 (so both
-/// eras meet on each side). The auth scenarios are the next test's.
+/// eras meet on each side): every one passes, a 2025-11-25 test server's requests during a
+/// call reaching the 2026-07-28 host as its call's `input_required`. The auth scenarios
+/// are the next test's.
 #[tokio::test]
 async fn the_conformance_client_scenarios_pass_against_planmux_downstream_side() -> R {
     use futures::StreamExt as _;
@@ -1675,31 +1677,16 @@ async fn the_conformance_client_scenarios_pass_against_planmux_downstream_side()
     let mut wrong = Vec::new();
     for (revision, scenario, host, verdict) in &verdicts {
         let passed = verdict.exited_ok && verdict.report.contains("OVERALL: PASSED");
-        let expected = CLIENT_EXPECTED_FAILURES
-            .iter()
-            .find(|(s, h, _)| s == scenario && h == host);
-        match expected {
-            None if !passed => wrong.push(format!(
+        if !passed {
+            wrong.push(format!(
                 "{scenario} at {revision}, host {host}:\n{}",
                 verdict.report
-            )),
-            Some((_, _, why)) if passed => wrong.push(format!(
-                "{scenario} at {revision}, host {host} passes: take it off the expected failures ({why})"
-            )),
-            _ => {}
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
     Ok(())
 }
-
-/// Client scenarios planmux fails on purpose with a host of one era, as (scenario, host
-/// mode, why): the test checks that each still fails.
-const CLIENT_EXPECTED_FAILURES: &[(&str, &str, &str)] = &[(
-    "elicitation-sep1034-client-defaults",
-    "auto",
-    "a 2025-11-25 server's elicitation request during a call cannot reach a 2026-07-28 host, which takes no requests (planmux does not turn it into input_required)",
-)];
 
 /// What the suite's `--spec-version` is for an extension scenario: none (extensions are not
 /// on the specification's timeline; the suite runs them at the 2025-11-25 wire).
