@@ -296,6 +296,19 @@ pub struct HttpConfig {
     pub header_timeout: Duration,
     /// At most this many requests per caller (`"120/min"`); `None`: no limit.
     pub rate_limit: Option<RateLimit>,
+    /// `[http.auth]`: bearer tokens may be JWTs of an issuer.
+    pub auth: Option<HttpAuth>,
+}
+
+/// `[http.auth]`: the front as an OAuth 2.1 resource server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpAuth {
+    /// The issuer, as tokens name it in `iss` (its metadata names its keys).
+    pub issuer: String,
+    /// planmux's URL, as tokens name it in `aud`.
+    pub audience: String,
+    /// The claim listing a caller's groups.
+    pub groups_claim: String,
 }
 
 /// `[http] rate_limit`: at most `requests` per `per`, for each caller.
@@ -339,6 +352,7 @@ impl Default for HttpConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: Duration::from_millis(DEFAULT_HEADER_TIMEOUT_MS),
             rate_limit: None,
+            auth: None,
         }
     }
 }
@@ -354,6 +368,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("max_connections", &self.max_connections)
             .field("header_timeout", &self.header_timeout)
             .field("rate_limit", &self.rate_limit)
+            .field("auth", &self.auth)
             .finish()
     }
 }

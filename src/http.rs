@@ -11,11 +11,13 @@
 //!
 //! servers.toml is reloaded on SIGHUP or when it changes (`crate::reload`).
 //!
-//! Guards, in order: the request limit (`[http] max_requests` at once), `GET /health`,
-//! the bearer token (`[http] tokens`, compared in constant time; required on any address
-//! but loopback), the caller's rate (`[http] rate_limit`, per token: 429 with
-//! `Retry-After` past it), then rmcp's own `Host` and `Origin` checks (loopback origins and
-//! `[http] origins` only) and body limit (`[http] max_body_bytes`).
+//! Guards, in order: the request limit (`[http] max_requests` at once), `GET /health`
+//! and the protected resource metadata, the bearer token (one of `[http] tokens`,
+//! compared in constant time, or a JWT `[http.auth]` accepts: `auth.rs`; one of them is
+//! required on any address but loopback), the caller's rate (`[http] rate_limit`, per
+//! caller: 429 with `Retry-After` past it), then rmcp's own `Host` and `Origin` checks
+//! (loopback origins and `[http] origins` only) and body limit (`[http] max_body_bytes`).
+//! The caller's [`Identity`] goes to rmcp's handler in the request's extensions.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,7 +25,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod auth;
+
 use crate::rate_limit::Limiter;
+use auth::{Identity, Refused, Verifier};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
@@ -63,7 +68,7 @@ pub struct HttpOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     #[error(
-        "{addr} is not a loopback address, and [http] tokens is empty: anyone who can reach it could use every server. Set [http] tokens = [\"${{PLANMUX_TOKEN}}\"] (16+ characters), or serve on 127.0.0.1"
+        "{addr} is not a loopback address, and neither [http] tokens nor [http.auth] is set: anyone who can reach it could use every server. Set [http] tokens = [\"${{PLANMUX_TOKEN}}\"] (16+ characters) or [http.auth], or serve on 127.0.0.1"
     )]
     Unprotected { addr: SocketAddr },
     #[error("cannot listen on {addr}: {error}")]
@@ -86,7 +91,7 @@ pub async fn serve_http(
 ) -> Result<(), HttpError> {
     let addr = options.addr;
     let loopback = addr.ip().is_loopback();
-    if !loopback && config.http.tokens.is_empty() {
+    if !loopback && config.http.tokens.is_empty() && config.http.auth.is_none() {
         return Err(HttpError::Unprotected { addr });
     }
     let listener = tokio::net::TcpListener::bind(addr)
@@ -142,9 +147,20 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         rmcp_config,
     );
+    let verifier = config
+        .http
+        .auth
+        .clone()
+        .map(|auth| Arc::new(Verifier::new(auth)));
+    if let Some(verifier) = &verifier
+        && let Err(why) = verifier.prepare().await
+    {
+        tracing::warn!(%why, "[http.auth]: tokens cannot be checked until the issuer's keys are fetched");
+    }
     let front = Arc::new(Front {
         mcp,
         tokens: config.http.tokens.clone(),
+        verifier,
         limit: Semaphore::new(config.http.max_requests),
         rate: config.http.rate_limit.map(Limiter::new),
         downstreams: downstreams.clone(),
@@ -226,6 +242,8 @@ pub async fn serve_http(
 struct Front {
     mcp: StreamableHttpService<Upstream, LocalSessionManager>,
     tokens: Vec<String>,
+    /// `[http.auth]`: JWTs of an issuer.
+    verifier: Option<Arc<Verifier>>,
     limit: Semaphore,
     /// Requests per caller, when limited.
     rate: Option<Limiter>,
@@ -245,20 +263,15 @@ impl Front {
         match request.uri().path() {
             "/health" => self.health(),
             "/mcp" => {
-                let Some(caller) = self.caller(&request) else {
-                    let mut response = plain(
-                        StatusCode::UNAUTHORIZED,
-                        "a bearer token is required: Authorization: Bearer <one of [http] tokens>",
-                    );
-                    response.headers_mut().insert(
-                        http::header::WWW_AUTHENTICATE,
-                        http::HeaderValue::from_static("Bearer"),
-                    );
-                    return response;
+                let caller = match self.caller(&request).await {
+                    Ok(caller) => caller,
+                    Err(refused) => return refused,
                 };
-                if let Some(refused) = self.over_rate(caller) {
+                if let Some(refused) = self.over_rate(&caller) {
                     return refused;
                 }
+                let mut request = request;
+                request.extensions_mut().insert(caller);
                 let response = if self.holds_tasks && is_legacy_post(&request) {
                     match self.renamed(request).await {
                         Ok(request) => self.mcp.handle(request).await,
@@ -268,6 +281,9 @@ impl Front {
                     self.mcp.handle(request).await
                 };
                 self.restored(response)
+            }
+            path if path.starts_with("/.well-known/oauth-protected-resource") => {
+                self.resource_metadata()
             }
             _ => plain(StatusCode::NOT_FOUND, "planmux serves MCP at /mcp"),
         }
@@ -333,12 +349,27 @@ impl Front {
         response
     }
 
+    /// The protected resource metadata (RFC 9728), with `[http.auth]`.
+    fn resource_metadata(&self) -> Response<Body> {
+        let Some(verifier) = &self.verifier else {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "planmux takes no OAuth tokens here ([http.auth] is not set)",
+            );
+        };
+        let body = auth::resource_metadata(verifier.auth()).to_string();
+        let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+
     /// The 429 a caller past its rate gets (`None`: it may go on), saying when to retry.
-    fn over_rate(&self, caller: usize) -> Option<Response<Body>> {
+    fn over_rate(&self, caller: &Identity) -> Option<Response<Body>> {
         let rate = self.rate.as_ref()?;
-        let wait = rate
-            .admit(&caller.to_string(), std::time::Instant::now())
-            .err()?;
+        let wait = rate.admit(&caller.sub, std::time::Instant::now()).err()?;
         let limit = rate.rate();
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         let text = format!(
@@ -356,11 +387,12 @@ impl Front {
         Some(response)
     }
 
-    /// Who sends the request: the index of the token it carries (0 for everyone when none
-    /// are configured); `None` when it carries none of them.
-    fn caller(&self, request: &Request<Incoming>) -> Option<usize> {
-        if self.tokens.is_empty() {
-            return Some(0);
+    /// Who sends the request: the holder of one of `[http] tokens` (`token:N`), or of a
+    /// JWT `[http.auth]` accepts; everyone alike (`sub` empty) when neither is set. The
+    /// answer to a request without either.
+    async fn caller(&self, request: &Request<Incoming>) -> Result<Identity, Response<Body>> {
+        if self.tokens.is_empty() && self.verifier.is_none() {
+            return Ok(anyone());
         }
         let given = request
             .headers()
@@ -370,13 +402,70 @@ impl Front {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map_or("", |(_, token)| token.trim());
         // Every token compared in full, whatever matched: the time says nothing.
-        self.tokens
+        let listed = self
+            .tokens
             .iter()
             .enumerate()
             .fold(None, |found, (i, token)| {
                 let same = same(token.as_bytes(), given.as_bytes());
                 found.or(same.then_some(i))
-            })
+            });
+        if let Some(i) = listed {
+            return Ok(Identity {
+                sub: format!("token:{}", i + 1),
+                ..anyone()
+            });
+        }
+        let Some(verifier) = self.verifier.as_ref().filter(|_| !given.is_empty()) else {
+            return Err(self.unauthorized(None));
+        };
+        match verifier.check(given).await {
+            Ok(identity) => Ok(identity),
+            Err(Refused::Token(why)) => Err(self.unauthorized(Some(&why))),
+            Err(Refused::Unavailable(why)) => {
+                tracing::warn!(%why, "a request's token could not be checked");
+                let mut response = Response::new(Full::new(Bytes::from(why)).boxed());
+                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                Err(response)
+            }
+        }
+    }
+
+    /// 401, saying how to authenticate (and, for a token refused, why).
+    fn unauthorized(&self, why: Option<&str>) -> Response<Body> {
+        let text = match (why, &self.verifier) {
+            (Some(why), _) => format!("the bearer token was refused: {why}"),
+            (None, Some(_)) => "a bearer token is required: a JWT of the [http.auth] issuer, or one of [http] tokens".to_owned(),
+            (None, None) => "a bearer token is required: Authorization: Bearer <one of [http] tokens>".to_owned(),
+        };
+        let mut challenge = String::from("Bearer");
+        if let Some(verifier) = &self.verifier {
+            let url = auth::resource_metadata_url(&verifier.auth().audience);
+            challenge.push_str(&format!(" resource_metadata=\"{url}\""));
+            if let Some(why) = why {
+                let why = why.replace(['"', '\\'], "'");
+                challenge.push_str(&format!(
+                    ", error=\"invalid_token\", error_description=\"{why}\""
+                ));
+            }
+        }
+        let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+        if let Ok(value) = http::HeaderValue::from_str(&challenge) {
+            response
+                .headers_mut()
+                .insert(http::header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+}
+
+/// The caller when the front asks for no token.
+fn anyone() -> Identity {
+    Identity {
+        sub: String::new(),
+        email: None,
+        groups: Vec::new(),
     }
 }
 

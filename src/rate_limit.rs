@@ -1,12 +1,17 @@
 //! `[http] rate_limit`: at most N requests per caller in each period, as a token bucket
 //! per caller (full at first, refilled evenly: N per period, never more than N held). A
-//! request past it is told how long to wait. In memory, for this process.
+//! request past it is told how long to wait. In memory, for this process. Callers are
+//! many (each JWT `sub`): a bucket that has filled up again is the same as none, so such
+//! buckets are dropped whenever more than [`SWEEP_OVER`] are kept.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::config::RateLimit;
+
+/// Past this many buckets, the full ones are dropped.
+const SWEEP_OVER: usize = 4096;
 
 /// The buckets, by caller.
 pub struct Limiter {
@@ -38,6 +43,10 @@ impl Limiter {
         let capacity = f64::from(self.rate.requests);
         let per_token = self.rate.per.as_secs_f64() / capacity;
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        if buckets.len() > SWEEP_OVER {
+            let full = self.rate.per;
+            buckets.retain(|_, b| now.saturating_duration_since(b.at) < full);
+        }
         let bucket = buckets.entry(caller.to_owned()).or_insert(Bucket {
             tokens: capacity,
             at: now,
@@ -78,6 +87,27 @@ mod tests {
             assert_eq!(limiter.admit("a", later), Ok(()));
         }
         assert!(limiter.admit("a", later).is_err());
+    }
+
+    #[test]
+    fn full_buckets_are_dropped_once_there_are_many_and_busy_ones_kept() {
+        let limiter = Limiter::new(RateLimit {
+            requests: 2,
+            per: Duration::from_secs(60),
+        });
+        let start = Instant::now();
+        for n in 0..=SWEEP_OVER {
+            let _ = limiter.admit(&format!("idle{n}"), start);
+        }
+        let _ = limiter.admit("busy", start + Duration::from_secs(59));
+        let _ = limiter.admit("busy", start + Duration::from_secs(59));
+        let later = start + Duration::from_secs(61);
+        assert!(
+            limiter.admit("busy", later).is_err(),
+            "busy keeps its empty bucket"
+        );
+        let kept = limiter.buckets.lock().map(|b| b.len()).unwrap_or_default();
+        assert_eq!(kept, 1, "only busy's bucket is kept");
     }
 
     #[test]

@@ -136,6 +136,14 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [http]: key 'rate_limit': '10/day' is not a rate: write N/s, N/min or N/h (N at least 1), e.g. \"120/min\"",
         ),
         (
+            "[http.auth]\nissuer = \"http://idp.example.com\"\naudience = \"https://pm.example.com/mcp\"",
+            "servers.toml: [http.auth]: key 'issuer': must be an https URL (http only on a loopback address)",
+        ),
+        (
+            "[http.auth]\nissuer = \"https://idp.example.com\"",
+            "servers.toml: [http]: key 'auth': missing field `audience`",
+        ),
+        (
             "[proxy]\nmax_concurrency = -1",
             "servers.toml: [proxy]: key 'max_concurrency': expected a positive integer, found -1",
         ),

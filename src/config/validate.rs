@@ -377,6 +377,38 @@ impl<'a> Cx<'a> {
                     .map_err(|why| self.key_error(s, "rate_limit", why))
                     .ok()
             }),
+            auth: w.auth.as_ref().and_then(|auth| self.http_auth(auth)),
+        })
+    }
+
+    /// `[http.auth]`, its URLs checked; `None` once a problem is reported.
+    fn http_auth(&self, w: &wire::HttpAuth) -> Option<super::HttpAuth> {
+        let s = "[http.auth]";
+        let url = |key: &str, text: &Text| {
+            let value = self.expanded(s, key, &text.0)?;
+            match url::Url::parse(&value) {
+                Ok(url) if url.scheme() == "https" => Some(value),
+                Ok(url) if url.scheme() == "http" && is_loopback(&url) => Some(value),
+                Ok(_) => {
+                    let why = "must be an https URL (http only on a loopback address)";
+                    self.key_error(s, key, why);
+                    None
+                }
+                Err(e) => {
+                    self.key_error(s, key, format!("is not a URL: {e}"));
+                    None
+                }
+            }
+        };
+        let issuer = url("issuer", &w.issuer);
+        let audience = url("audience", &w.audience);
+        Some(super::HttpAuth {
+            issuer: issuer?,
+            audience: audience?,
+            groups_claim: w
+                .groups_claim
+                .as_ref()
+                .map_or_else(|| "groups".to_owned(), |claim| claim.0.clone()),
         })
     }
 
@@ -531,4 +563,14 @@ pub fn expand_vars(raw: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Ex
     }
     out.push_str(rest);
     Ok(Expanded { text: out, unset })
+}
+
+/// Whether `url` names this machine (`localhost`, 127.0.0.0/8, ::1).
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
 }

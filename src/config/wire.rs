@@ -48,6 +48,19 @@ pub(super) struct Http {
     /// Requests per caller (per bearer token; all of them when there is none), as
     /// "N/s", "N/min" or "N/h" (default: no limit). More are answered 429.
     pub(super) rate_limit: Option<Text>,
+    /// The front as an OAuth 2.1 resource server: bearer tokens are JWTs of this issuer.
+    pub(super) auth: Option<HttpAuth>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HttpAuth {
+    /// The issuer (its metadata names its signing keys), e.g. "https://idp.example.com".
+    pub(super) issuer: Text,
+    /// planmux's own URL, as tokens name it in `aud`, e.g. "https://planmux.example.com/mcp".
+    pub(super) audience: Text,
+    /// The claim that lists the caller's groups (default "groups").
+    pub(super) groups_claim: Option<Text>,
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -13,6 +13,7 @@
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
 
 mod apps;
+mod front_auth;
 mod mrtr;
 mod oauth;
 mod oauth_keychain;

@@ -17,6 +17,9 @@
 //   answer, as from an authorization server that hangs.
 // - POST /admin/token-delay?ms=500 (ms=0 to stop): token requests are answered that much
 //   later, so that two clients' refreshes overlap.
+// - CC_CLIENTS="alice:secret:platform+ops,bob:secret:dev" registers client-credentials
+//   clients, each token's `sub` its id and its `groups` claim the listed groups (the
+//   users of planmux's resource-server test, tests/it/interop/front_auth.rs).
 import crypto from 'node:crypto';
 import Provider, { errors } from 'oidc-provider';
 
@@ -26,6 +29,10 @@ const RESOURCES = (process.env.MCP_RESOURCE ?? 'http://127.0.0.1:8765/mcp').spli
 const AT_TTL = Number(process.env.AT_TTL ?? 5);          // access token lifetime (s)
 const RT_TTL = Number(process.env.RT_TTL ?? 86400);      // refresh token lifetime (s)
 const SCOPE = process.env.MCP_SCOPE ?? 'mcp:tools';
+const CC_CLIENTS = (process.env.CC_CLIENTS ?? '').split(',').filter(Boolean).map((entry) => {
+  const [id, secret, groups] = entry.split(':');
+  return { id, secret, groups: (groups ?? '').split('+').filter(Boolean) };
+});
 
 // In-memory adapter we can enumerate (the built-in one is not exported).
 const store = new Map(); // `${model}:${id}` -> { payload, exp }
@@ -60,6 +67,14 @@ const jwk = { ...privateKey.export({ format: 'jwk' }), kid: crypto.randomUUID(),
 
 const provider = new Provider(ISSUER, {
   adapter: Adapter,
+  clients: CC_CLIENTS.map((c) => ({
+    client_id: c.id, client_secret: c.secret, grant_types: ['client_credentials'],
+    redirect_uris: [], response_types: [], scope: SCOPE,
+  })),
+  extraTokenClaims: async (ctx, token) => {
+    const client = CC_CLIENTS.find((c) => c.id === token.clientId);
+    return client ? { groups: client.groups } : undefined;
+  },
   jwks: { keys: [jwk] },
   // The resource scope must be listed too: rmcp puts its scopes in the DCR `scope`
   // member and oidc-provider rejects client metadata naming scopes it doesn't know.
@@ -68,6 +83,7 @@ const provider = new Provider(ISSUER, {
   findAccount: async (ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
   features: {
     devInteractions: { enabled: true },   // login form (any login/password) + consent form
+    clientCredentials: { enabled: true }, // the CC_CLIENTS
     registration: { enabled: true },      // RFC 7591, open (no initial access token)
     revocation: { enabled: true },        // RFC 7009
     introspection: { enabled: true },     // RFC 7662 (handy for debugging)

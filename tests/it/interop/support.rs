@@ -360,3 +360,13 @@ impl Listening {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 }
+
+/// The JSON summary a client script printed, once it exited well (its output otherwise).
+pub fn summary_of(out: &std::process::Output) -> anyhow::Result<serde_json::Value> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim())
+        .map_err(|e| anyhow::anyhow!("{e}: {stdout} {stderr}"))?;
+    anyhow::ensure!(out.status.success(), "{summary} {stderr}");
+    Ok(summary)
+}

@@ -2,10 +2,10 @@
 //! against server-everything (its `simulate-research-query` runs only as a task) and the
 //! TypeScript SDK's task client (tests/interop/ts_tasks.mjs).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::support::{
-    EVERYTHING, HttpEverything, Listening, Timer, entry, node, stdio_server, toml_str,
+    EVERYTHING, HttpEverything, Listening, Timer, entry, node, stdio_server, summary_of, toml_str,
 };
 use crate::common::{self, call, text};
 
@@ -127,10 +127,7 @@ async fn the_typescript_sdks_task_client_holds_tasks_through_the_http_front() ->
         .current_dir(common::interop_dir())
         .output()
         .await?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let summary: Value = serde_json::from_str(stdout.trim())
-        .map_err(|e| anyhow::anyhow!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr)))?;
-    assert!(out.status.success(), "{summary}");
+    let summary = summary_of(&out)?;
     assert_eq!(summary["protocol"], "2025-11-25", "{summary}");
     assert_eq!(
         summary["tasks"],
