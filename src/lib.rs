@@ -22,6 +22,7 @@ pub mod exec;
 mod fnv;
 pub mod hosts;
 pub mod http;
+pub mod identity;
 pub(crate) mod lock;
 pub mod oauth;
 pub(crate) mod pipelines;

@@ -15,6 +15,7 @@ use crate::approval::{Request, Tokens};
 use crate::config::{Config, PipelineConfig};
 use crate::downstream::{Caller, DownstreamError, Downstreams};
 use crate::exec::{Boards, Observer, RunRecord, RunStore, Settings, run};
+use crate::identity::Owner;
 use crate::pipelines::{PipelineState, Pipelines};
 use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, prepare_on, schedule};
 use crate::policy::{Approval, Approver, Confirm};
@@ -194,7 +195,7 @@ impl PlanRunner {
     pub async fn check(
         &self,
         arguments: Value,
-        owner: Option<u64>,
+        owner: Option<Owner>,
         cancel: &CancellationToken,
     ) -> Result<Checked, Unchecked> {
         let mut widened = false;
@@ -203,7 +204,9 @@ impl PlanRunner {
             // Taken before validating: a server that lists while the plan is validated
             // against the catalog of before still counts as starting for this round.
             let starting = self.downstreams.starting();
-            let checked = self.check_now(arguments.clone(), owner, cancel).await;
+            let checked = self
+                .check_now(arguments.clone(), owner.clone(), cancel)
+                .await;
             if starting.is_empty() {
                 return checked;
             }
@@ -282,7 +285,7 @@ impl PlanRunner {
     async fn check_now(
         &self,
         arguments: Value,
-        owner: Option<u64>,
+        owner: Option<Owner>,
         cancel: &CancellationToken,
     ) -> Result<Checked, Unchecked> {
         let catalog = self.downstreams.catalog();
@@ -398,7 +401,7 @@ impl PlanRunner {
         );
         let settings = &self.nesting.settings;
         let record = Arc::new(run(plan, calls, settings, observer, cancel).await);
-        self.boards.write(owner, plan, &record);
+        self.boards.write(owner.clone(), plan, &record);
         self.runs.insert(record.clone(), owner);
         record
     }

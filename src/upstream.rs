@@ -182,7 +182,7 @@ impl Upstream {
 
     /// Whose run records a request may see: its session's; a stateless request has none
     /// (it reads a run with no session by its id alone).
-    fn viewer(&self, context: &RequestContext<RoleServer>) -> Option<u64> {
+    fn viewer(&self, context: &RequestContext<RoleServer>) -> Option<crate::identity::Owner> {
         Caller::of(context, &self.session).owner()
     }
 
@@ -419,7 +419,7 @@ impl ServerHandler for Upstream {
             let result = cancellable(read, &cancel, &context).await;
             return result.map(complete_read).map_err(routed_error);
         };
-        self.read_run(id, &request.uri)
+        self.read_run(id, &request.uri, self.viewer(&context))
     }
 
     async fn list_prompts(

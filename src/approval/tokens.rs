@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::request::{ApprovalStep, Request};
+use crate::identity::Owner;
 
 /// How long a token stays good.
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -63,7 +64,7 @@ struct Pending {
     issued: Instant,
     used: bool,
     /// The session it was issued to (see [`Tokens::issue`]).
-    owner: Option<u64>,
+    owner: Option<Owner>,
 }
 
 /// The approvals asked for and not yet given, by token.
@@ -93,14 +94,14 @@ impl Tokens {
     }
 
     /// Remembers `request` for the plan sent as `arguments` and returns its new token,
-    /// redeemable only in the session `owner` (`None`: a request that has none, such as
-    /// a stateless HTTP request).
+    /// redeemable only by `owner` (a session, or a verified caller; `None`: a request
+    /// that has neither, such as a stateless HTTP request without one).
     pub fn issue(
         &self,
         request: Request,
         arguments: Value,
         channel: Channel,
-        owner: Option<u64>,
+        owner: Option<Owner>,
     ) -> Result<String, String> {
         let mut random = [0u8; 16];
         getrandom::fill(&mut random).map_err(|e| format!("no randomness for a token: {e}"))?;
@@ -150,7 +151,7 @@ impl Tokens {
         token: &str,
         steps: &Value,
         inputs: Option<&Value>,
-        owner: Option<u64>,
+        owner: Option<Owner>,
     ) -> Result<(Request, Value), TokenError> {
         self.redeem(token, Channel::Model, owner, |request, _| {
             if let Some(why) = mismatch(&request.steps, steps) {
@@ -176,7 +177,7 @@ impl Tokens {
         &self,
         token: &str,
         digest: &str,
-        owner: Option<u64>,
+        owner: Option<Owner>,
     ) -> Result<Request, TokenError> {
         self.redeem(token, Channel::Host, owner, |request, _| {
             if request.digest == digest {
@@ -192,7 +193,7 @@ impl Tokens {
         &self,
         token: &str,
         channel: Channel,
-        owner: Option<u64>,
+        owner: Option<Owner>,
         check: impl FnOnce(&Request, &Value) -> Result<(), TokenError>,
     ) -> Result<(Request, Value), TokenError> {
         let mut pending = self.lock();
@@ -362,24 +363,42 @@ mod tests {
         let tokens = Tokens::default();
         let asked = request(&[("w", "fs__write", Tier::Write)]);
         let token = tokens
-            .issue(asked.clone(), Value::Null, Channel::Model, Some(1))
+            .issue(
+                asked.clone(),
+                Value::Null,
+                Channel::Model,
+                Some(Owner::Session(1)),
+            )
             .unwrap_or_default();
         let steps = steps_of(&asked);
-        for other in [Some(2), None] {
+        for other in [Some(Owner::Session(2)), None] {
             assert_eq!(
                 tokens.redeem_steps(&token, &steps, None, other),
                 Err(TokenError::Unknown)
             );
         }
-        assert!(tokens.redeem_steps(&token, &steps, None, Some(1)).is_ok());
+        assert!(
+            tokens
+                .redeem_steps(&token, &steps, None, Some(Owner::Session(1)))
+                .is_ok()
+        );
         let host = tokens
-            .issue(asked.clone(), Value::Null, Channel::Host, Some(1))
+            .issue(
+                asked.clone(),
+                Value::Null,
+                Channel::Host,
+                Some(Owner::Session(1)),
+            )
             .unwrap_or_default();
         assert_eq!(
-            tokens.redeem_digest(&host, &asked.digest, Some(2)),
+            tokens.redeem_digest(&host, &asked.digest, Some(Owner::Session(2))),
             Err(TokenError::Unknown)
         );
-        assert!(tokens.redeem_digest(&host, &asked.digest, Some(1)).is_ok());
+        assert!(
+            tokens
+                .redeem_digest(&host, &asked.digest, Some(Owner::Session(1)))
+                .is_ok()
+        );
     }
 
     #[test]

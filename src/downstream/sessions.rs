@@ -20,6 +20,8 @@ use rmcp::{ErrorData, Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::identity::{Identity, Owner};
+
 /// A downstream call in flight for a session.
 struct InFlight {
     key: u64,
@@ -144,6 +146,8 @@ pub struct Caller {
     /// call, which puts them to the host as `input_required` (the host takes no
     /// requests) and hands back the answers of its retry.
     pub asks: Option<Asks>,
+    /// Who sent the request, as the HTTP front found it (`None` over stdio).
+    pub identity: Option<Identity>,
 }
 
 /// A legacy server's request during a call, put to the call's host as a question of
@@ -188,15 +192,24 @@ impl Caller {
             },
             capabilities: modern.then(|| context.client_capabilities().unwrap_or_default()),
             asks: None,
+            identity: context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Identity>())
+                .cloned(),
         }
     }
 
-    /// The session whose runs are this caller's: a stdio host's, or an HTTP session that
-    /// introduced itself with `initialize`; a stateless HTTP request (protocol 2026-07-28,
-    /// `--stateless`) has none, and no later request could prove to be it.
-    pub fn owner(&self) -> Option<u64> {
+    /// Whose this caller's runs, approvals and state are: a verified identity's
+    /// (`[http.auth]`), whichever session it uses; else a stdio host's session, or an
+    /// HTTP session that introduced itself with `initialize`. A stateless HTTP request
+    /// without a verified identity has none, and no later request could prove to be it.
+    pub fn owner(&self) -> Option<Owner> {
+        if let Some(owner) = self.identity.as_ref().and_then(Identity::owner) {
+            return Some(owner);
+        }
         let introduced = self.session.introduced.load(Ordering::Acquire);
-        introduced.then(|| self.session.id())
+        introduced.then(|| Owner::Session(self.session.id()))
     }
 
     /// The same caller, for a plan's steps: their progress is not relayed (the plan

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 
 use super::{RunRecord, StepStatus};
+use crate::identity::Owner;
 use crate::plan::ValidatedPlan;
 
 /// The largest slot value kept, as JSON: a board is read into later plans' inputs.
@@ -33,7 +34,7 @@ type Written = Vec<(String, Option<Value>)>;
 /// Every session's board, most recently written last.
 #[derive(Default)]
 pub struct Boards {
-    boards: Mutex<VecDeque<(u64, Arc<Board>)>>,
+    boards: Mutex<VecDeque<(Owner, Arc<Board>)>>,
 }
 
 /// A slot's value on `board`, if it has the slot.
@@ -43,9 +44,9 @@ pub fn slot(board: &Board, name: &str) -> Option<Value> {
 }
 
 impl Boards {
-    /// What `owner`'s earlier runs wrote (empty for none, or no session), shared: a
+    /// What `owner`'s earlier runs wrote (empty for none, or no owner), shared: a
     /// plan reads the few slots it names with [`slot`].
-    pub fn get(&self, owner: Option<u64>) -> Arc<Board> {
+    pub fn get(&self, owner: Option<Owner>) -> Arc<Board> {
         let Some(owner) = owner else {
             return Arc::default();
         };
@@ -58,13 +59,13 @@ impl Boards {
     }
 
     /// Writes on `owner`'s board the slots `record`'s run of `plan` wrote.
-    pub fn write(&self, owner: Option<u64>, plan: &ValidatedPlan, record: &RunRecord) {
+    pub fn write(&self, owner: Option<Owner>, plan: &ValidatedPlan, record: &RunRecord) {
         self.keep(owner, written(plan, record));
     }
 
     /// Applies `written` (a slot and its value, or `None` to empty it), in order, to
     /// `owner`'s board.
-    fn keep(&self, owner: Option<u64>, written: Written) {
+    fn keep(&self, owner: Option<Owner>, written: Written) {
         let Some(owner) = owner else {
             return;
         };
@@ -145,41 +146,50 @@ mod tests {
             let pairs = pairs.iter().map(|(s, v)| ((*s).to_owned(), v.clone()));
             boards.keep(owner, pairs.collect());
         };
-        write(Some(1), &[("a", Some(json!(1))), ("b", Some(json!(2)))]);
+        write(
+            Some(Owner::Session(1)),
+            &[("a", Some(json!(1))), ("b", Some(json!(2)))],
+        );
         write(None, &[("x", Some(json!(0)))]);
-        write(Some(2), &[("a", Some(json!("other")))]);
-        let first = boards.get(Some(1));
+        write(Some(Owner::Session(2)), &[("a", Some(json!("other")))]);
+        let first = boards.get(Some(Owner::Session(1)));
         assert_eq!(slots(&first), ["a", "b"]);
         assert_eq!(
             (slot(&first, "a"), slot(&first, "b")),
             (Some(json!(1)), Some(json!(2)))
         );
-        assert_eq!(slot(&boards.get(Some(2)), "a"), Some(json!("other")));
+        assert_eq!(
+            slot(&boards.get(Some(Owner::Session(2))), "a"),
+            Some(json!("other"))
+        );
         assert!(
             boards.get(None).is_empty(),
             "a run without a session writes nothing"
         );
         // Written again: the newest value, last; too large, or emptied: gone.
         let big = json!("x".repeat(MAX_SLOT_BYTES));
-        write(Some(1), &[("a", Some(json!(3))), ("b", Some(big))]);
-        assert_eq!(slots(&boards.get(Some(1))), ["a"]);
-        write(Some(1), &[("a", None)]);
-        assert!(boards.get(Some(1)).is_empty());
+        write(
+            Some(Owner::Session(1)),
+            &[("a", Some(json!(3))), ("b", Some(big))],
+        );
+        assert_eq!(slots(&boards.get(Some(Owner::Session(1)))), ["a"]);
+        write(Some(Owner::Session(1)), &[("a", None)]);
+        assert!(boards.get(Some(Owner::Session(1))).is_empty());
         let many: Written = (0..MAX_SLOTS + 5)
             .map(|i| (format!("s{i}"), Some(json!(i))))
             .collect();
-        boards.keep(Some(1), many);
-        let board = boards.get(Some(1));
+        boards.keep(Some(Owner::Session(1)), many);
+        let board = boards.get(Some(Owner::Session(1)));
         assert_eq!(board.len(), MAX_SLOTS);
         assert!(
             slot(&board, "s4").is_none() && slot(&board, "s5").is_some(),
             "the oldest go first"
         );
         for owner in 10..10 + MAX_BOARDS as u64 {
-            write(Some(owner), &[("k", Some(json!(owner)))]);
+            write(Some(Owner::Session(owner)), &[("k", Some(json!(owner)))]);
         }
         assert!(
-            boards.get(Some(2)).is_empty(),
+            boards.get(Some(Owner::Session(2))).is_empty(),
             "the least recently written board goes first"
         );
     }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::RunRecord;
 use crate::config::{DEFAULT_KEPT_RUN_BYTES, DEFAULT_KEPT_RUNS};
+use crate::identity::Owner;
 
 /// The most recent run records, oldest dropped first.
 pub struct RunStore {
@@ -24,24 +25,24 @@ impl Default for RunStore {
     }
 }
 
-/// One kept record: whose it is (a session's id; `None`: a run with no session, such as a
-/// stateless HTTP request's), and its JSON size.
+/// One kept record: whose it is (`None`: a run with no owner, such as a stateless HTTP
+/// request's without a verified identity), and its JSON size.
 struct Kept {
     record: Arc<RunRecord>,
-    owner: Option<u64>,
+    owner: Option<Owner>,
     size: usize,
 }
 
 impl Kept {
-    /// Whether `viewer` (a session's id) is shown it in a list: only its own session.
-    fn listed_to(&self, viewer: Option<u64>) -> bool {
-        self.owner.is_some() && self.owner == viewer
+    /// Whether `viewer` is shown it in a list: only its owner.
+    fn listed_to(&self, viewer: Option<&Owner>) -> bool {
+        self.owner.is_some() && self.owner.as_ref() == viewer
     }
 
-    /// Whether `viewer`, knowing its id, may read it: its own session, or anyone who was
-    /// given the id of a run with no session.
-    fn readable_by(&self, viewer: Option<u64>) -> bool {
-        self.owner.is_none() || self.owner == viewer
+    /// Whether `viewer`, knowing its id, may read it: its owner, or anyone who was given
+    /// the id of a run with no owner.
+    fn readable_by(&self, viewer: Option<&Owner>) -> bool {
+        self.owner.is_none() || self.owner.as_ref() == viewer
     }
 }
 
@@ -57,7 +58,7 @@ impl RunStore {
     }
 
     /// Keeps a record of `owner`'s, dropping the oldest beyond the store's bounds.
-    pub fn insert(&self, record: Arc<RunRecord>, owner: Option<u64>) {
+    pub fn insert(&self, record: Arc<RunRecord>, owner: Option<Owner>) {
         let (most, bytes) = (self.most, self.bytes);
         let size = serde_json::to_vec(&*record).map_or(0, |json| json.len());
         let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
@@ -75,19 +76,19 @@ impl RunStore {
     }
 
     /// A record by run id, if `viewer` may see it.
-    pub fn get(&self, run_id: &str, viewer: Option<u64>) -> Option<Arc<RunRecord>> {
+    pub fn get(&self, run_id: &str, viewer: Option<Owner>) -> Option<Arc<RunRecord>> {
         let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         runs.iter()
-            .find(|kept| kept.record.run_id == run_id && kept.readable_by(viewer))
+            .find(|kept| kept.record.run_id == run_id && kept.readable_by(viewer.as_ref()))
             .map(|kept| kept.record.clone())
     }
 
     /// Every kept record of `viewer`'s, newest first.
-    pub fn list(&self, viewer: Option<u64>) -> Vec<Arc<RunRecord>> {
+    pub fn list(&self, viewer: Option<Owner>) -> Vec<Arc<RunRecord>> {
         let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         runs.iter()
             .rev()
-            .filter(|kept| kept.listed_to(viewer))
+            .filter(|kept| kept.listed_to(viewer.as_ref()))
             .map(|kept| kept.record.clone())
             .collect()
     }
@@ -118,7 +119,7 @@ mod tests {
 
     fn ids(store: &RunStore) -> Vec<String> {
         store
-            .list(Some(1))
+            .list(Some(Owner::Session(1)))
             .iter()
             .map(|r| r.run_id.clone())
             .collect()
@@ -128,21 +129,24 @@ mod tests {
     fn keeps_the_newest_runs_within_count_and_bytes() {
         let store = RunStore::new(3, usize::MAX);
         for i in 0..5 {
-            store.insert(record(&i.to_string(), 10), Some(1));
+            store.insert(record(&i.to_string(), 10), Some(Owner::Session(1)));
         }
         assert_eq!(ids(&store), ["4", "3", "2"]);
-        assert!(store.get("1", Some(1)).is_none() && store.get("3", Some(1)).is_some());
+        assert!(
+            store.get("1", Some(Owner::Session(1))).is_none()
+                && store.get("3", Some(Owner::Session(1))).is_some()
+        );
 
         let store = RunStore::new(10, 1200);
-        store.insert(record("a", 400), Some(1));
-        store.insert(record("b", 400), Some(1));
-        store.insert(record("c", 400), Some(1));
+        store.insert(record("a", 400), Some(Owner::Session(1)));
+        store.insert(record("b", 400), Some(Owner::Session(1)));
+        store.insert(record("c", 400), Some(Owner::Session(1)));
         assert_eq!(
             ids(&store),
             ["c", "b"],
             "a third ~550-byte record does not fit in 1200"
         );
-        store.insert(record("huge", 5000), Some(1));
+        store.insert(record("huge", 5000), Some(Owner::Session(1)));
         assert_eq!(
             ids(&store),
             ["huge"],
@@ -153,8 +157,8 @@ mod tests {
     #[test]
     fn a_sessions_runs_are_its_own() {
         let store = RunStore::default();
-        store.insert(record("a1", 1), Some(1));
-        store.insert(record("b1", 1), Some(2));
+        store.insert(record("a1", 1), Some(Owner::Session(1)));
+        store.insert(record("b1", 1), Some(Owner::Session(2)));
         store.insert(record("cli", 1), None);
         let seen = |viewer| -> Vec<String> {
             store
@@ -163,13 +167,15 @@ mod tests {
                 .map(|r| r.run_id.clone())
                 .collect()
         };
-        assert_eq!(seen(Some(1)), ["a1"]);
-        assert_eq!(seen(Some(2)), ["b1"]);
-        assert!(store.get("b1", Some(1)).is_none());
-        assert!(store.get("b1", Some(2)).is_some());
+        assert_eq!(seen(Some(Owner::Session(1))), ["a1"]);
+        assert_eq!(seen(Some(Owner::Session(2))), ["b1"]);
+        assert!(store.get("b1", Some(Owner::Session(1))).is_none());
+        assert!(store.get("b1", Some(Owner::Session(2))).is_some());
         // A run with no session is listed to no one, and read by its id alone.
         assert!(seen(None).is_empty());
-        assert!(store.get("cli", Some(1)).is_some() && store.get("cli", None).is_some());
+        assert!(
+            store.get("cli", Some(Owner::Session(1))).is_some() && store.get("cli", None).is_some()
+        );
         assert!(store.get("a1", None).is_none());
     }
 }

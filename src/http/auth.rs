@@ -15,6 +15,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use crate::config::HttpAuth;
+pub use crate::identity::Identity;
 
 /// The algorithms a token may be signed with: asymmetric ones only.
 const ALLOWED: [Algorithm; 9] = [
@@ -37,17 +38,6 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 const LEEWAY_S: u64 = 5;
 /// Largest metadata or key set read from the issuer.
 const MAX_DOCUMENT: usize = 1 << 20;
-
-/// Who a request comes from, as its token says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
-    /// The token's subject (for a static `[http] tokens` token: `token:N`, its place in
-    /// the list, from 1).
-    pub sub: String,
-    pub email: Option<String>,
-    /// From the claim `[http.auth] groups_claim` names (a list, or words).
-    pub groups: Vec<String>,
-}
 
 /// Why a request's token is not accepted.
 #[derive(Debug, thiserror::Error)]
@@ -152,6 +142,7 @@ impl Verifier {
         };
         Identity {
             sub: text("sub").unwrap_or_default(),
+            issuer: Some(self.auth.issuer.clone()),
             email: text("email"),
             groups,
         }

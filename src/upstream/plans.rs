@@ -146,7 +146,7 @@ impl Upstream {
         let inputs = arguments.get("inputs");
         let owner = Caller::of(context, &self.session).owner();
         let tokens = &self.runner.tokens;
-        let (asked, plan) = match tokens.redeem_steps(token, &steps, inputs, owner) {
+        let (asked, plan) = match tokens.redeem_steps(token, &steps, inputs, owner.clone()) {
             Ok(found) => found,
             Err(refused) => return tool_error(format!("{refused}; nothing ran")).into(),
         };

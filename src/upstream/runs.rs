@@ -10,6 +10,7 @@ use rmcp::service::RequestContext;
 
 use super::Upstream;
 use super::answers::complete_read;
+use crate::identity::Owner;
 
 /// Run records are resources under this prefix: `planmux://runs/{run_id}`.
 pub(super) const RUNS_URI: &str = "planmux://runs/";
@@ -53,18 +54,19 @@ impl Upstream {
             .collect()
     }
 
-    /// The record of run `id` (at `uri`), if this session may read it and it is kept.
-    pub(super) fn read_run(&self, id: &str, uri: &str) -> Result<ReadResourceResponse, ErrorData> {
-        let record = self
-            .runner
-            .runs
-            .get(id, Some(self.session.id()))
-            .ok_or_else(|| {
-                ErrorData::resource_not_found(
-                    format!("no run record at '{uri}' (only the last runs are kept)"),
-                    None,
-                )
-            })?;
+    /// The record of run `id` (at `uri`), if `viewer` may read it and it is kept.
+    pub(super) fn read_run(
+        &self,
+        id: &str,
+        uri: &str,
+        viewer: Option<Owner>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let record = self.runner.runs.get(id, viewer).ok_or_else(|| {
+            ErrorData::resource_not_found(
+                format!("no run record at '{uri}' (only the last runs are kept)"),
+                None,
+            )
+        })?;
         let text = serde_json::to_string_pretty(&*record)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let contents = ResourceContents::text(text, uri).with_mime_type("application/json");

@@ -120,9 +120,56 @@ async fn post(url: &str, token: Option<&str>) -> anyhow::Result<(u16, String, St
     Ok((status, challenge, body))
 }
 
+/// The run records a new session of `token`'s holder lists (`planmux://runs/…`).
+async fn session_runs(url: &str, token: &str) -> anyhow::Result<Vec<String>> {
+    let send = |session: Option<&str>, body: &str| {
+        let mut request = client()
+            .post(url)
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_owned());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let opened = send(None, init).await?;
+    let session = opened
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    opened.text().await?;
+    send(
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await?
+    .text()
+    .await?;
+    let listed = send(
+        Some(&session),
+        r#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#,
+    )
+    .await?
+    .text()
+    .await?;
+    Ok(listed
+        .split('"')
+        .filter(|part| part.starts_with("planmux://runs/"))
+        .map(str::to_owned)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect())
+}
+
 /// Every token `[http.auth]` must refuse is refused with 401 saying why, a good one lets
 /// the Python SDK list, plan and call, the front publishes its resource metadata, and each
-/// user (the token's `sub`) has a rate of its own.
+/// user (the token's `sub`) has a rate and run records of its own.
 #[tokio::test]
 async fn the_front_takes_only_its_issuers_tokens_for_it() -> R {
     let port = free_port();
@@ -179,6 +226,18 @@ async fn the_front_takes_only_its_issuers_tokens_for_it() -> R {
         summary["plan"]["outputs"]["names"],
         serde_json::json!(["Oslo", "Lima"])
     );
+
+    // The run is alice's, whichever session she opens next; bob's sessions do not list it.
+    let runs = |user: usize| {
+        let (provider, url) = (&provider, &url);
+        async move {
+            let token = provider.token(user, url).await?;
+            session_runs(url, &token).await
+        }
+    };
+    let alices = runs(0).await?;
+    assert_eq!(alices.len(), 1, "{alices:?}");
+    assert!(runs(1).await?.is_empty());
 
     // Tokens to refuse, and why.
     let other_audience = provider.token(0, elsewhere).await?;

@@ -1,0 +1,46 @@
+//! Who a request comes from ([`Identity`], as the HTTP front found it) and whose the
+//! things a request leaves behind are ([`Owner`]: run records, approval tokens, a plan's
+//! state board): a verified caller's, across its sessions, or else one session's.
+
+use std::sync::Arc;
+
+/// Who a request comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The token's subject (for a static `[http] tokens` token: `token:N`, its place in
+    /// the list, from 1; empty when the front asks for no token).
+    pub sub: String,
+    /// The issuer that vouched for it (`[http.auth]`); `None` for a static token or none.
+    pub issuer: Option<String>,
+    pub email: Option<String>,
+    /// From the claim `[http.auth] groups_claim` names (a list, or words).
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    /// The caller when the front asks for no token.
+    pub fn anyone() -> Self {
+        Self {
+            sub: String::new(),
+            issuer: None,
+            email: None,
+            groups: Vec::new(),
+        }
+    }
+
+    /// The owner this identity is, when an issuer vouched for it.
+    pub fn owner(&self) -> Option<Owner> {
+        let issuer = self.issuer.as_ref()?;
+        Some(Owner::Caller(format!("{issuer} {}", self.sub).into()))
+    }
+}
+
+/// Whose something is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Owner {
+    /// A host session: stdio's, or an HTTP session whose requests carry no verified
+    /// identity.
+    Session(u64),
+    /// A verified caller (issuer and subject), whichever session or instance it uses.
+    Caller(Arc<str>),
+}
