@@ -218,6 +218,30 @@ impl Catalog {
         catalog
     }
 
+    /// The catalog as a caller whose `[[access]]` rule allows the exported tools `allows`
+    /// says sees it: only those tools, and the prompts, resources and templates of the
+    /// servers they are of. Nothing of the rest shows (not even a name clash).
+    pub fn visible(&self, allows: impl Fn(&str) -> bool) -> Catalog {
+        let mut catalog = Catalog::default();
+        for (entry, spec) in self.entries.iter().zip(&self.specs) {
+            if !allows(entry.exported.as_str()) {
+                continue;
+            }
+            let at = catalog.entries.len();
+            catalog.by_name.insert(entry.exported.to_string(), at);
+            catalog.entries.push(entry.clone());
+            catalog.specs.push(spec.clone());
+        }
+        catalog.quarantined = (self.quarantined.iter())
+            .filter(|q| allows(&q.exported))
+            .cloned()
+            .collect();
+        let reachable: std::collections::HashSet<&str> =
+            catalog.entries.iter().map(|e| e.server.as_str()).collect();
+        catalog.resources = self.resources.visible(|server| reachable.contains(server));
+        catalog
+    }
+
     /// The catalog with these prompts, resources and templates.
     pub fn with_resources(mut self, resources: Resources) -> Self {
         self.resources = resources;

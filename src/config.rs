@@ -445,6 +445,8 @@ pub struct Config {
     pub pipelines: Vec<PipelineConfig>,
     /// The HTTP front's settings.
     pub http: HttpConfig,
+    /// `[[access]]`, in file order (none: every caller may use everything).
+    pub access: Vec<std::sync::Arc<crate::policy::Rule>>,
 }
 
 impl Config {
@@ -533,6 +535,9 @@ impl Config {
             .collect();
         cx.pipeline_cycles(&pipelines);
         let http = wire.http.and_then(|section| cx.http(section));
+        let access = (wire.access.unwrap_or_default().into_iter().enumerate())
+            .filter_map(|(i, section)| cx.access(i + 1, section))
+            .collect();
         cx.finish(Config {
             source: file.into(),
             proxy,
@@ -541,6 +546,7 @@ impl Config {
             lock_path: None,
             pipelines,
             http: http.unwrap_or_default(),
+            access,
         })
     }
 
@@ -555,6 +561,7 @@ pub fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
+mod access;
 mod oauth;
 mod pipelines;
 mod read;

@@ -10,6 +10,7 @@
 //! `tier` (tiers and how a server's tools get theirs), `approval` (the user's yes, made
 //! only by [`Policy::approve`]) and `audit` (the trail every decision and answer goes to).
 
+mod access;
 mod approval;
 mod audit;
 mod tier;
@@ -19,6 +20,7 @@ use std::str::FromStr;
 
 use globset::GlobSet;
 
+pub use access::{Grant, Rule, Who};
 pub use approval::{Approval, Approver};
 use audit::AuditTrail;
 pub use checkpoint::{Authorized, Denied, Route};
@@ -125,7 +127,7 @@ mod checkpoint {
     use std::sync::Arc;
 
     use super::audit::Audited;
-    use super::{Approval, Policy, Tier};
+    use super::{Approval, Grant, Policy, Tier};
 
     /// Which way a call reaches the checkpoint.
     #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +154,9 @@ mod checkpoint {
         /// `servers.lock` holds the tool back.
         #[error("tool '{tool}' is quarantined: {change}; run `planmux lock` to accept it")]
         Quarantined { tool: String, change: String },
+        /// The caller's `[[access]]` rule does not allow the tool: to it, there is none.
+        #[error("unknown tool '{tool}'")]
+        NotGranted { tool: String },
         /// A plan step of a tier `[policy] confirm` covers, without the user's approval.
         #[error(
             "tool '{tool}' ({tier}) needs the user's approval in a plan, and this step was not approved"
@@ -183,8 +188,13 @@ mod checkpoint {
             tier: Option<Tier>,
             quarantine: Option<&str>,
             route: &Route,
+            grant: &Grant,
         ) -> Result<Authorized, Denied> {
-            let decision = if self.denies(tool) {
+            let decision = if !grant.allows(tool) {
+                Err(Denied::NotGranted {
+                    tool: tool.to_owned(),
+                })
+            } else if self.denies(tool) {
                 Err(Denied::ByPolicy {
                     tool: tool.to_owned(),
                 })
@@ -193,7 +203,7 @@ mod checkpoint {
                     tool: tool.to_owned(),
                     change: change.to_owned(),
                 })
-            } else if let Some(unapproved) = self.unapproved(tool, tier, route) {
+            } else if let Some(unapproved) = self.unapproved(tool, tier, route, grant) {
                 Err(Denied::NotApproved {
                     tool: tool.to_owned(),
                     tier: unapproved,
@@ -225,19 +235,27 @@ mod checkpoint {
                 step,
                 approved_by: approval.map(|a| a.by().as_str()),
                 plan: approval.map(Approval::plan),
+                caller: Some(grant.caller()).filter(|c| !c.is_empty()),
             });
             decision
         }
 
         /// The tier of a plan step that needs approval and lacks it (an unknown tier counts
         /// as destructive).
-        fn unapproved(&self, tool: &str, tier: Option<Tier>, route: &Route) -> Option<Tier> {
+        fn unapproved(
+            &self,
+            tool: &str,
+            tier: Option<Tier>,
+            route: &Route,
+            grant: &Grant,
+        ) -> Option<Tier> {
             let Route::Plan { step, approval, .. } = route else {
                 return None;
             };
             let tier = tier.unwrap_or(Tier::Destructive);
             let approved = approval.as_ref().is_some_and(|a| a.covers(step, tool));
-            (self.confirm.covers(tier) && !approved).then_some(tier)
+            let confirm = grant.confirm().unwrap_or(self.confirm);
+            (confirm.covers(tier) && !approved).then_some(tier)
         }
     }
 }
@@ -258,22 +276,34 @@ mod tests {
         let route = Route::Direct;
         assert!(
             policy
-                .authorize("fs__read", Some(Tier::Read), None, &route)
+                .authorize("fs__read", Some(Tier::Read), None, &route, &Grant::all())
                 .is_ok()
         );
         assert_eq!(
             policy
-                .authorize("fs__delete_all", Some(Tier::Destructive), None, &route)
+                .authorize(
+                    "fs__delete_all",
+                    Some(Tier::Destructive),
+                    None,
+                    &route,
+                    &Grant::all()
+                )
                 .err(),
             Some(Denied::ByPolicy {
                 tool: "fs__delete_all".into()
             })
         );
         assert!(matches!(
-            policy.authorize("fs__read", None, Some("description changed"), &route),
+            policy.authorize(
+                "fs__read",
+                None,
+                Some("description changed"),
+                &route,
+                &Grant::all()
+            ),
             Err(Denied::Quarantined { .. })
         ));
-        let proof = policy.authorize("fs__read", None, None, &route);
+        let proof = policy.authorize("fs__read", None, None, &route, &Grant::all());
         assert_eq!(
             proof.map(|p| p.tool().to_owned()).ok().as_deref(),
             Some("fs__read")
@@ -291,11 +321,11 @@ mod tests {
         let write = Some(Tier::Write);
         // Fail closed: no approval, or an unknown tier, is a refusal.
         assert!(matches!(
-            policy.authorize("fs__write", write, None, &step("w", None)),
+            policy.authorize("fs__write", write, None, &step("w", None), &Grant::all()),
             Err(Denied::NotApproved { .. })
         ));
         assert!(matches!(
-            policy.authorize("fs__gone", None, None, &step("w", None)),
+            policy.authorize("fs__gone", None, None, &step("w", None), &Grant::all()),
             Err(Denied::NotApproved {
                 tier: Tier::Destructive,
                 ..
@@ -303,41 +333,71 @@ mod tests {
         ));
         assert!(
             policy
-                .authorize("fs__read", Some(Tier::Read), None, &step("r", None))
+                .authorize(
+                    "fs__read",
+                    Some(Tier::Read),
+                    None,
+                    &step("r", None),
+                    &Grant::all()
+                )
                 .is_ok()
         );
         // Direct calls are the host's to confirm, by name.
         assert!(
             policy
-                .authorize("fs__write", write, None, &Route::Direct)
+                .authorize("fs__write", write, None, &Route::Direct, &Grant::all())
                 .is_ok()
         );
         let approval = policy.approve([("w", "fs__write", Tier::Write)], Approver::Token, "d1");
         assert!(
             policy
-                .authorize("fs__write", write, None, &step("w", Some(&approval)))
+                .authorize(
+                    "fs__write",
+                    write,
+                    None,
+                    &step("w", Some(&approval)),
+                    &Grant::all()
+                )
                 .is_ok()
         );
         // The approval names a step and its tool: another step, or another tool, is not covered.
         assert!(
             policy
-                .authorize("fs__write", write, None, &step("other", Some(&approval)))
+                .authorize(
+                    "fs__write",
+                    write,
+                    None,
+                    &step("other", Some(&approval)),
+                    &Grant::all()
+                )
                 .is_err()
         );
         assert!(
             policy
-                .authorize("fs__delete", write, None, &step("w", Some(&approval)))
+                .authorize(
+                    "fs__delete",
+                    write,
+                    None,
+                    &step("w", Some(&approval)),
+                    &Grant::all()
+                )
                 .is_err()
         );
         let relaxed = Policy::new(None, Confirm::Destructive, None);
         assert!(
             relaxed
-                .authorize("fs__write", write, None, &step("w", None))
+                .authorize("fs__write", write, None, &step("w", None), &Grant::all())
                 .is_ok()
         );
         assert!(
             relaxed
-                .authorize("fs__rm", Some(Tier::Destructive), None, &step("w", None))
+                .authorize(
+                    "fs__rm",
+                    Some(Tier::Destructive),
+                    None,
+                    &step("w", None),
+                    &Grant::all()
+                )
                 .is_err()
         );
     }

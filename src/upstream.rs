@@ -20,6 +20,8 @@ mod plans;
 mod runs;
 mod sealed;
 mod search;
+mod session_end;
+use session_end::SessionEnd;
 mod sign_in;
 pub mod surface;
 mod tasks;
@@ -73,35 +75,6 @@ pub struct Upstream {
     /// Ends the session's resource subscriptions when the last clone of this goes (the
     /// session closed).
     _ended: Arc<SessionEnd>,
-}
-
-/// What a session leaves behind when it closes: its resource subscriptions, given back
-/// to the count (the server hears of the last one going).
-struct SessionEnd {
-    session: Arc<Session>,
-    host: Arc<HostLink>,
-    downstreams: Arc<Downstreams>,
-    shutdown: CancellationToken,
-}
-
-impl Drop for SessionEnd {
-    fn drop(&mut self) {
-        let uris = self.session.unsubscribe_all();
-        if uris.is_empty() || self.shutdown.is_cancelled() {
-            return;
-        }
-        let (host, downstreams) = (self.host.clone(), self.downstreams.clone());
-        let cancel = self.shutdown.child_token();
-        self.downstreams.track(async move {
-            for uri in uris {
-                let params = UnsubscribeRequestParams::new(uri.clone());
-                let unsubscribe = downstreams.unsubscribe(params, &cancel);
-                if let Err(e) = host.release(&uri, unsubscribe).await {
-                    tracing::debug!(uri = %uri, error = %e, "could not unsubscribe from a resource");
-                }
-            }
-        });
-    }
 }
 
 impl Upstream {
@@ -338,15 +311,18 @@ impl ServerHandler for Upstream {
     ) -> Result<ListToolsResult, ErrorData> {
         self.settle(&context).await;
         let compact = self.decide(&context);
-        let catalog = self.downstreams.catalog();
+        let grant = self.grant(&context);
+        let catalog = self.downstreams.catalog_for(&grant);
         let pipelines = self.pipeline_tools();
-        let tools = surface::listed(
+        let mut tools = surface::listed(
             &catalog,
             &self.shape,
             self.runner.confirm(),
             compact,
             pipelines,
         );
+        // planmux's own tools and pipelines too are the caller's only when allowed.
+        tools.retain(|tool| grant.allows(&tool.name));
         let ttl = self.list_ttl(&context);
         Ok(cached!(ListToolsResult::with_all_items(tools), ttl))
     }
@@ -385,7 +361,7 @@ impl ServerHandler for Upstream {
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = self.run_resources(&context);
         self.settle(&context).await;
-        let catalog = self.downstreams.catalog();
+        let catalog = self.downstreams.catalog_for(&self.grant(&context));
         let mut all: Vec<Resource> = catalog.resources().resources().cloned().collect();
         all.extend(resources);
         let ttl = self.list_ttl(&context);
@@ -398,7 +374,7 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.settle(&context).await;
-        let catalog = self.downstreams.catalog();
+        let catalog = self.downstreams.catalog_for(&self.grant(&context));
         let mut all: Vec<ResourceTemplate> = catalog.resources().templates().cloned().collect();
         all.push(runs::template());
         let ttl = self.list_ttl(&context);
@@ -414,6 +390,12 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let Some(id) = request.uri.strip_prefix(RUNS_URI) else {
+            let grant = self.grant(&context);
+            let visible = self.downstreams.catalog_for(&grant);
+            if !grant.is_all() && visible.resources().server_of(&request.uri).is_none() {
+                let why = format!("no server has the resource '{}'", request.uri);
+                return Err(ErrorData::resource_not_found(why, None));
+            }
             let cancel = self.shutdown.child_token();
             let read = self.downstreams.read_resource(request, &cancel);
             let result = cancellable(read, &cancel, &context).await;
@@ -428,7 +410,7 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.settle(&context).await;
-        let catalog = self.downstreams.catalog();
+        let catalog = self.downstreams.catalog_for(&self.grant(&context));
         let prompts = catalog.resources().prompts().cloned().collect();
         let ttl = self.list_ttl(&context);
         Ok(cached!(ListPromptsResult::with_all_items(prompts), ttl))
@@ -569,6 +551,15 @@ impl ServerHandler for Upstream {
         if self.host.get().is_none() {
             self.host.set(context.peer.clone());
         }
+        // planmux's own tools and pipelines; a downstream tool's name is resolved, and
+        // the checkpoint decides for what it names.
+        let grant = self.grant(&context);
+        let ours =
+            [EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&&*request.name);
+        if (ours || self.is_pipeline(&request.name)) && !grant.allows(&request.name) {
+            let why = format!("unknown tool '{}'", request.name);
+            return Err(ErrorData::invalid_params(why, None));
+        }
         if request.name == EXECUTE_PLAN_TOOL {
             return Ok(self.execute_plan(request, &context).await);
         }
@@ -576,7 +567,7 @@ impl ServerHandler for Upstream {
             return Ok(self.approve_plan(request.arguments, &context).await);
         }
         if request.name == SEARCH_TOOLS_TOOL {
-            let catalog = self.downstreams.catalog();
+            let catalog = self.downstreams.catalog_for(&grant);
             let instructions = self.downstreams.instructions();
             return Ok(search_tools(&catalog, &instructions, request.arguments.as_ref()).into());
         }
@@ -588,7 +579,7 @@ impl ServerHandler for Upstream {
         // proof is for the exported name the host's name resolves to; the call goes there.
         let proof = self
             .downstreams
-            .authorize(&request.name, &Route::Direct)
+            .authorize(&request.name, &Route::Direct, &self.grant(&context))
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         request.name = proof.tool().to_owned().into();

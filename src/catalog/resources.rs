@@ -95,6 +95,30 @@ impl Resources {
         index
     }
 
+    /// Only what the servers `reachable` says a caller may reach listed.
+    pub fn visible(&self, reachable: impl Fn(&str) -> bool) -> Self {
+        let mut index = Resources::default();
+        for prompt in self.prompts.iter().filter(|p| reachable(&p.server)) {
+            let name = prompt.definition.name.clone();
+            index.by_prompt.insert(name, index.prompts.len());
+            index.prompts.push(prompt.clone());
+        }
+        for (server, resource) in self.resources.iter().filter(|(s, _)| reachable(s)) {
+            let uri = resource.uri.clone();
+            index.by_uri.entry(uri).or_insert_with(|| server.clone());
+            index.resources.push((server.clone(), resource.clone()));
+        }
+        index.templates = (self.templates.iter())
+            .filter(|(server, _)| reachable(server))
+            .cloned()
+            .collect();
+        index.servers = (self.servers.iter())
+            .filter(|(server, _)| reachable(server))
+            .cloned()
+            .collect();
+        index
+    }
+
     /// The exported prompts, for `prompts/list`.
     pub fn prompts(&self) -> impl Iterator<Item = &Prompt> {
         self.prompts.iter().map(|p| &p.definition)

@@ -36,7 +36,9 @@ pub(super) fn read<T: DeserializeOwned + JsonSchema>(table: Table) -> (Option<T>
                 key: Some(key),
                 message,
             });
-        } else if let Err(error) = alone::<T>(&key, value.clone()) {
+        } else if let Err(error) = alone::<T>(&key, value.clone())
+            && !misses_another(&error, &key, &known)
+        {
             refused.extend(narrow::<T>(key, value, &error));
         } else {
             taken.insert(key, value);
@@ -55,6 +57,17 @@ pub(super) fn read<T: DeserializeOwned + JsonSchema>(table: Table) -> (Option<T>
             (None, refused)
         }
     }
+}
+
+/// Whether `error`, of a table of `key` alone, is only that another of the section's
+/// own keys (`known`) is missing: `key` itself is fine, and the section is told of the
+/// missing one as a whole.
+fn misses_another(error: &toml::de::Error, key: &str, known: &[String]) -> bool {
+    let missing = error
+        .message()
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'));
+    missing.is_some_and(|field| field != key && known.iter().any(|k| k == field))
 }
 
 /// `T` from a table of `key` alone.

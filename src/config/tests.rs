@@ -144,6 +144,14 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [http]: key 'auth': missing field `audience`",
         ),
         (
+            "[[access]]\nwho = [\"team:x\"]\ntools = [\"*\"]",
+            "servers.toml: [[access]] #1: key 'who': 'team:x' names no caller: write sub:ID, group:NAME, email:ADDR or \"*\"",
+        ),
+        (
+            "[[access]]\nwho = [\"*\"]\ntools = [\"*\"]\n[[access]]\nwho = [\"*\"]",
+            "servers.toml: [[access]] #2: missing field `tools`",
+        ),
+        (
             "[proxy]\nmax_concurrency = -1",
             "servers.toml: [proxy]: key 'max_concurrency': expected a positive integer, found -1",
         ),

@@ -478,7 +478,7 @@ impl<'a> Cx<'a> {
     }
 
     /// The set of `patterns`; `None` when the key is absent.
-    fn globs(&self, s: &str, key: &str, patterns: Option<&Texts>) -> Option<GlobSet> {
+    pub(super) fn globs(&self, s: &str, key: &str, patterns: Option<&Texts>) -> Option<GlobSet> {
         let patterns = patterns?;
         self.glob_set(s, key, self.glob_list(s, key, Some(patterns)))
     }

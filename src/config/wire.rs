@@ -27,6 +27,21 @@ pub(super) struct ServersToml {
     pub(super) pipelines: Option<Ordered<Section<Pipeline>>>,
     /// The HTTP front (`planmux serve --http`).
     pub(super) http: Option<Section<Http>>,
+    /// What each caller may see and call: the first rule whose `who` matches applies;
+    /// a caller no rule matches gets nothing.
+    pub(super) access: Option<Vec<Section<Access>>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Access {
+    /// The callers it is for: "sub:ID", "group:NAME", "email:ADDR", or "*" (everyone).
+    pub(super) who: Texts,
+    /// The exported tools they may see and call (globs; planmux's own tools too, e.g.
+    /// "execute_plan").
+    pub(super) tools: Texts,
+    /// Their own `[policy] confirm`.
+    pub(super) confirm: Option<Choice<Confirm>>,
 }
 
 #[derive(Deserialize, JsonSchema)]

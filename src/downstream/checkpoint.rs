@@ -1,16 +1,19 @@
 //! The one checkpoint every call to a downstream tool passes: the `[policy]` in force
 //! (tiers, `deny`, `confirm`, and the run's approval a plan step carries in its route)
 //! and the pins of `servers.lock` (a tool whose definition changed since it was pinned
-//! is held back). Its decision is recorded in the audit trail, and its proof
-//! ([`Authorized`], which only `Policy::authorize` makes) is what every way to a tool
-//! takes. A reload swaps the policy and the pins whole, so a decision sees one of each.
+//! is held back), for the caller `[[access]]` grants what (a tool it may not use is an
+//! unknown one to it; what it lists is its [`Downstreams::catalog_for`]). Its decision is
+//! recorded in the audit trail, and its proof ([`Authorized`], which only
+//! `Policy::authorize` makes) is what every way to a tool takes. A reload swaps the
+//! policy, the pins and the rules whole, so a decision sees one of each.
 
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::catalog::{Catalog, Pins};
 use crate::config::{Config, PolicyConfig};
+use crate::identity::Identity;
 use crate::lock::Lock;
-use crate::policy::{Authorized, Denied, Policy, Route, Tier};
+use crate::policy::{Authorized, Denied, Grant, Policy, Route, Rule, Tier};
 
 /// The policy and the pins in force.
 pub(super) struct Checkpoint {
@@ -18,6 +21,8 @@ pub(super) struct Checkpoint {
     policy: RwLock<(Arc<Policy>, PolicyConfig)>,
     /// Which definitions `servers.lock` trusts; read again on each reload.
     pins: RwLock<Arc<Pins>>,
+    /// `[[access]]`: what each caller may see and call.
+    access: RwLock<Arc<Vec<Arc<Rule>>>>,
 }
 
 impl Checkpoint {
@@ -32,7 +37,24 @@ impl Checkpoint {
         Self {
             policy: RwLock::new((Arc::new(policy), config.policy.clone())),
             pins: RwLock::new(Arc::new(load_pins(config))),
+            access: RwLock::new(Arc::new(config.access.clone())),
         }
+    }
+
+    /// What `who` (`None`: no identity) may see and call, by the `[[access]]` in force.
+    pub(super) fn grant(&self, who: Option<&Identity>) -> Grant {
+        let rules = self
+            .access
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Grant::of(&rules, who)
+    }
+
+    /// Puts `config`'s `[[access]]` in force.
+    pub(super) fn apply_access(&self, config: &Config) {
+        *self.access.write().unwrap_or_else(PoisonError::into_inner) =
+            Arc::new(config.access.clone());
     }
 
     /// The policy in force.
@@ -60,18 +82,24 @@ impl Checkpoint {
         name: &str,
         tier: Option<Tier>,
         route: &Route,
+        grant: &Grant,
     ) -> Result<Authorized, Denied> {
         let held = catalog.quarantined().iter().find(|q| q.exported == name);
         self.policy()
-            .authorize(name, tier, held.map(|q| q.change.as_str()), route)
+            .authorize(name, tier, held.map(|q| q.change.as_str()), route, grant)
     }
 
     /// The decision on a plan's resource step, a read of `uri` (recorded in the audit
     /// trail): `[policy] deny` globs match `resource:<uri>`.
-    pub(super) fn decide_read(&self, uri: &str, route: &Route) -> Result<(), Denied> {
+    pub(super) fn decide_read(
+        &self,
+        uri: &str,
+        route: &Route,
+        grant: &Grant,
+    ) -> Result<(), Denied> {
         let name = format!("resource:{uri}");
         self.policy()
-            .authorize(&name, Some(Tier::Read), None, route)
+            .authorize(&name, Some(Tier::Read), None, route, grant)
             .map(|_| ())
     }
 
@@ -100,6 +128,75 @@ impl Checkpoint {
         } else {
             *pins = Arc::new(next);
         }
+    }
+}
+
+impl super::Downstreams {
+    /// What `who` (`None`: no identity: stdio, `planmux run`) may see and call.
+    pub fn grant(&self, who: Option<&Identity>) -> Grant {
+        self.checkpoint.grant(who)
+    }
+
+    /// The catalog as the caller `grant` is of sees it: the whole one when no rule
+    /// limits it.
+    pub fn catalog_for(&self, grant: &Grant) -> Arc<Catalog> {
+        let catalog = self.catalog();
+        if grant.is_all() {
+            return catalog;
+        }
+        Arc::new(catalog.visible(|name| grant.allows(name)))
+    }
+
+    /// The checkpoint: whether `route` may call the exported tool `name` for the caller
+    /// `grant` is of (recorded in
+    /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
+    ///
+    /// `name` is resolved first as a direct call's is (docs/plan-language.md, "Naming
+    /// tools"): the proof is for the exported name it means, which is where the call goes.
+    /// A name that resolves to nothing is decided as written (denied by a glob, or found
+    /// unknown on the way to the server).
+    pub async fn authorize(
+        &self,
+        name: &str,
+        route: &Route,
+        grant: &Grant,
+    ) -> Result<Authorized, Denied> {
+        self.ready_for(name).await;
+        let catalog = self.catalog();
+        let (name, tier) = match catalog.find_called(name) {
+            Some(entry) => (entry.exported.as_str(), Some(entry.tier)),
+            None => (name, None),
+        };
+        self.checkpoint.decide(&catalog, name, tier, route, grant)
+    }
+
+    /// [`Self::authorize`] without waiting: `None` when it would wait (`name` not
+    /// listed yet, or listed from memory while its server starts).
+    pub fn authorize_now(
+        &self,
+        name: &str,
+        route: &Route,
+        grant: &Grant,
+    ) -> Option<Result<Authorized, Denied>> {
+        let catalog = self.catalog();
+        let entry = catalog.get(name)?;
+        // Listed from memory: the server's own list decides, once it is up.
+        if self
+            .server(&entry.server)
+            .is_none_or(|s| !self.has_listed(&s))
+        {
+            return None;
+        }
+        Some(
+            self.checkpoint
+                .decide(&catalog, name, Some(entry.tier), route, grant),
+        )
+    }
+
+    /// The checkpoint for a plan's resource step: a read of `uri` (recorded in the audit
+    /// trail). `[policy] deny` globs match `resource:<uri>`.
+    pub fn authorize_read(&self, uri: &str, route: &Route, grant: &Grant) -> Result<(), Denied> {
+        self.checkpoint.decide_read(uri, route, grant)
     }
 }
 

@@ -34,13 +34,13 @@ pub use error::DownstreamError;
 pub use fields::restore as restore_tool_fields;
 pub use host_link::HostLink;
 pub use refresh::Reloaded;
-pub use relay::{Asked, Asks, Caller, InputTo, LogLevel, Session};
+pub use relay::{Asked, Asks, Caller, InputTo, LogLevel, Session, identity_of};
 pub use route::{LineRoute, NotSent};
 pub use server::{Offer, Server, State};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::policy::{Authorized, Denied, Policy, Route};
+use crate::policy::{Authorized, Policy};
 use changes::Changes;
 use checkpoint::Checkpoint;
 
@@ -389,47 +389,6 @@ impl Downstreams {
     /// The `[policy]` in force.
     pub fn policy(&self) -> Arc<Policy> {
         self.checkpoint.policy()
-    }
-
-    /// The checkpoint: whether `route` may call the exported tool `name` (recorded in
-    /// the audit trail). The proof it returns is what [`Self::call_tool`] requires.
-    ///
-    /// `name` is resolved first as a direct call's is (docs/plan-language.md, "Naming
-    /// tools"): the proof is for the exported name it means, which is where the call goes.
-    /// A name that resolves to nothing is decided as written (denied by a glob, or found
-    /// unknown on the way to the server).
-    pub async fn authorize(&self, name: &str, route: &Route) -> Result<Authorized, Denied> {
-        self.ready_for(name).await;
-        let catalog = self.catalog();
-        let (name, tier) = match catalog.find_called(name) {
-            Some(entry) => (entry.exported.as_str(), Some(entry.tier)),
-            None => (name, None),
-        };
-        self.checkpoint.decide(&catalog, name, tier, route)
-    }
-
-    /// [`Self::authorize`] without waiting: `None` when it would wait (`name` not
-    /// listed yet, or listed from memory while its server starts).
-    pub fn authorize_now(&self, name: &str, route: &Route) -> Option<Result<Authorized, Denied>> {
-        let catalog = self.catalog();
-        let entry = catalog.get(name)?;
-        // Listed from memory: the server's own list decides, once it is up.
-        if self
-            .server(&entry.server)
-            .is_none_or(|s| !self.has_listed(&s))
-        {
-            return None;
-        }
-        Some(
-            self.checkpoint
-                .decide(&catalog, name, Some(entry.tier), route),
-        )
-    }
-
-    /// The checkpoint for a plan's resource step: a read of `uri` (recorded in the audit
-    /// trail). `[policy] deny` globs match `resource:<uri>`.
-    pub fn authorize_read(&self, uri: &str, route: &Route) -> Result<(), Denied> {
-        self.checkpoint.decide_read(uri, route)
     }
 
     /// Routes a `tools/call` by exported name to its server and returns the answer as the

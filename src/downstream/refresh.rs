@@ -126,6 +126,7 @@ impl Downstreams {
         // that vanished (deleted, or mid-rename by an editor) does not turn pinning off:
         // the pins in force stay until a lock is there again.
         self.checkpoint.repin(config);
+        self.checkpoint.apply_access(config);
         let old = self.servers();
         let mut next = Vec::new();
         let mut fresh = Vec::new();

@@ -8,7 +8,7 @@
 
 use super::changes::{Changed, Changes};
 use super::host_link::HostLink;
-pub use super::sessions::{Asked, Asks, Caller, InputTo, LogLevel, Session};
+pub use super::sessions::{Asked, Asks, Caller, InputTo, LogLevel, Session, identity_of};
 use super::tap::{LogFor, LogRouter};
 use std::sync::Arc;
 

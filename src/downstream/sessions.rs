@@ -174,6 +174,12 @@ pub enum InputTo {
     Host,
 }
 
+/// Who sent the request in `context`, as the HTTP front found it (`None` over stdio).
+pub fn identity_of(context: &RequestContext<RoleServer>) -> Option<Identity> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    parts.extensions.get::<Identity>().cloned()
+}
+
 impl Caller {
     /// The caller of the host's request in `context`, on `session`.
     pub fn of(context: &RequestContext<RoleServer>, session: &Arc<Session>) -> Self {
@@ -192,11 +198,7 @@ impl Caller {
             },
             capabilities: modern.then(|| context.client_capabilities().unwrap_or_default()),
             asks: None,
-            identity: context
-                .extensions
-                .get::<http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<Identity>())
-                .cloned(),
+            identity: identity_of(context),
         }
     }
 

@@ -117,5 +117,6 @@ fn answer(
         step: Some(step),
         approved_by: Some(by.as_str()),
         plan: Some(plan),
+        caller: None,
     });
 }

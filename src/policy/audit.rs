@@ -29,6 +29,8 @@ pub(super) struct Audited<'a> {
     pub(super) approved_by: Option<&'static str>,
     /// The digest of the plan an approval is for.
     pub(super) plan: Option<&'a str>,
+    /// Who asked (a verified caller's `sub`, or which static token); `None`: no identity.
+    pub(super) caller: Option<&'a str>,
 }
 
 impl AuditTrail {
@@ -59,12 +61,13 @@ impl AuditTrail {
             step,
             approved_by,
             plan,
+            caller,
         } = entry;
         let tier = tier.map_or("unknown", Tier::as_str);
         if decision == "allow" {
-            tracing::debug!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, "authorization");
+            tracing::debug!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, caller, "authorization");
         } else {
-            tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, "authorization");
+            tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, caller, "authorization");
         }
         let Some((log, file)) = &self.log else {
             return;
@@ -76,6 +79,7 @@ impl AuditTrail {
                 .unwrap_or_default(),
             "tool": tool, "tier": tier, "path": path, "decision": decision,
             "run": run, "step": step, "approved_by": approved_by, "plan": plan,
+            "caller": caller,
         });
         let mut file = file
             .lock()
@@ -120,6 +124,7 @@ mod tests {
             step: Some("w"),
             approved_by: Some("token"),
             plan: Some("d1"),
+            caller: None,
         };
         trail.record(entry("allow"));
         trail.record(entry("deny"));

@@ -13,7 +13,7 @@ use crate::downstream::{Caller, DownstreamError, Downstreams};
 use crate::exec::{InvokeError, Invoker, RunRecord, Settings, run};
 use crate::pipelines::{PIPELINE_SERVER, Pipelines};
 use crate::plan::{Limits, PlannedStep, RESOURCE_TOOL, ToolSpec, prepare};
-use crate::policy::{Approval, Route};
+use crate::policy::{Approval, Grant, Route};
 
 impl PlanCalls {
     /// A resource step: the checkpoint (as a read), then `resources/read`, answered as a
@@ -31,7 +31,7 @@ impl PlanCalls {
             )));
         };
         self.downstreams
-            .authorize_read(uri, route)
+            .authorize_read(uri, route, &self.grant)
             .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
         let params = ReadResourceRequestParams::new(uri);
         let read = self.downstreams.read_resource(params, cancel).await;
@@ -55,6 +55,8 @@ pub struct PlanCalls {
     nesting: Arc<Nesting>,
     /// The host session the run is for: what a server asks during a step goes there.
     caller: Option<Caller>,
+    /// What the run's caller may call (`[[access]]`).
+    grant: Grant,
 }
 
 /// What steps that call a pipeline need to run its plan.
@@ -109,16 +111,20 @@ impl PlanCalls {
         approval: Option<Arc<Approval>>,
         nesting: Arc<Nesting>,
     ) -> Self {
+        let grant = downstreams.grant(None);
         Self {
             downstreams,
             approval,
             nesting,
             caller: None,
+            grant,
         }
     }
 
-    /// The same calls, made for `caller`.
+    /// The same calls, made for `caller` (and what it may call).
     pub fn for_caller(mut self, caller: Option<Caller>) -> Self {
+        let who = caller.as_ref().and_then(|c| c.identity.as_ref());
+        self.grant = self.downstreams.grant(who);
         self.caller = caller;
         self
     }
@@ -136,7 +142,7 @@ impl PlanCalls {
         let name = &step.exported;
         let policy = self.downstreams.policy();
         policy
-            .authorize(name, Some(step.tier), None, route)
+            .authorize(name, Some(step.tier), None, route, &self.grant)
             .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
         let nesting = &self.nesting;
         let pipeline = nesting.pipelines.get(name).ok_or_else(|| {
@@ -213,7 +219,7 @@ impl Invoker for PlanCalls {
         }
         let proof = self
             .downstreams
-            .authorize(&step.exported, &route)
+            .authorize(&step.exported, &route, &self.grant)
             .await
             .map_err(|denied| InvokeError::Rejected(denied.to_string()))?;
         let arguments = match args {

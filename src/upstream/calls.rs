@@ -11,10 +11,16 @@ use rmcp::{ErrorData, RoleServer};
 
 use super::answers::{cancellable, host_answer, routed_error};
 use super::{Upstream, held, sealed};
+use crate::downstream::identity_of;
 use crate::downstream::{Caller, DownstreamError, InputTo};
-use crate::policy::Authorized;
+use crate::policy::{Authorized, Grant};
 
 impl Upstream {
+    /// What the caller of the request in `context` may see and call (`[[access]]`).
+    pub(super) fn grant(&self, context: &RequestContext<RoleServer>) -> Grant {
+        self.downstreams.grant(identity_of(context).as_ref())
+    }
+
     /// What the host reads for its call `request` of a downstream tool (authorized by
     /// `proof`): the server's answer, or why there is none. A 2026-07-28 host's call may
     /// be answered `input_required`, the server's `requestState` sealed
@@ -61,6 +67,12 @@ impl Upstream {
         mut request: GetPromptRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let grant = self.grant(context);
+        let visible = self.downstreams.catalog_for(&grant);
+        if !grant.is_all() && visible.resources().prompt(&request.name).is_none() {
+            let why = format!("unknown prompt '{}'", request.name);
+            return Err(ErrorData::invalid_params(why, None));
+        }
         let cancel = self.shutdown.child_token();
         let caller = Caller::of(context, &self.session);
         let bound = format!("prompt {}", request.name);

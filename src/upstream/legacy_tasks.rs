@@ -167,8 +167,9 @@ impl Upstream {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let downstreams = self.downstreams.clone();
+        let grant = downstreams.grant(caller.as_ref().and_then(|c| c.identity.as_ref()));
         let proof = downstreams
-            .authorize(name, &Route::Direct)
+            .authorize(name, &Route::Direct, &grant)
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         let arguments = match params.remove("arguments") {

@@ -103,7 +103,13 @@ impl Upstream {
         // The checkpoint for the call itself ([policy] deny); its steps meet it in turn.
         self.downstreams
             .policy()
-            .authorize(&name, Some(ready.spec.tier), None, &Route::Direct)
+            .authorize(
+                &name,
+                Some(ready.spec.tier),
+                None,
+                &Route::Direct,
+                &self.grant(context),
+            )
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         let Some(pipeline) = self.runner.pipeline(&name) else {
             return Ok(tool_error(format!("pipeline '{name}' is not configured")).into());

@@ -85,7 +85,7 @@ impl Upstream {
     ) -> Result<ServerResult, ErrorData> {
         let proof = self
             .downstreams
-            .authorize(tool, &Route::Direct)
+            .authorize(tool, &Route::Direct, &self.grant(context))
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         let caller = Caller::of(context, &self.session);

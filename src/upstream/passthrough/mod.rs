@@ -209,11 +209,11 @@ impl Passthrough {
         }
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         // The checkpoint, where it need not wait; its proof sends the call at once.
-        let proof = match self
-            .upstream
-            .downstreams
-            .authorize_now(route.exported(), &Route::Direct)
-        {
+        let proof = match self.upstream.downstreams.authorize_now(
+            route.exported(),
+            &Route::Direct,
+            &self.upstream.downstreams.grant(None),
+        ) {
             Some(Ok(proof)) if self.choice == RouteChoice::InPlace => {
                 let sink = self.sink(&call.key);
                 let request = |id: &str, tool: &str| call.forwarded(line, id, tool);
@@ -406,8 +406,10 @@ impl Passthrough {
         let proof = match proof {
             Some(proof) => proof,
             None => {
+                // The stdio host has no identity: `[[access]]` rules for "*" are its.
+                let grant = downstreams.grant(None);
                 let decided = tokio::select! {
-                    decided = downstreams.authorize(route.exported(), &Route::Direct) => decided,
+                    decided = downstreams.authorize(route.exported(), &Route::Direct, &grant) => decided,
                     () = cancel.cancelled() => return Err(Refused::Answer(Answer::from(
                         host_answer(route.cancelled()),
                     ))),

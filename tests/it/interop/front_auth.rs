@@ -120,50 +120,134 @@ async fn post(url: &str, token: Option<&str>) -> anyhow::Result<(u16, String, St
     Ok((status, challenge, body))
 }
 
-/// The run records a new session of `token`'s holder lists (`planmux://runs/…`).
-async fn session_runs(url: &str, token: &str) -> anyhow::Result<Vec<String>> {
-    let send = |session: Option<&str>, body: &str| {
+/// `planmux serve --http` on `port` with the weather and chaos demos, taking `provider`'s
+/// tokens for its URL, its config starting with `extra`; killed on drop (with its folder).
+async fn serve(
+    port: u16,
+    provider: &Provider,
+    extra: &str,
+) -> anyhow::Result<(tokio::process::Child, tempfile::TempDir)> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    std::fs::write(
+        &config,
+        format!(
+            "{extra}\n[http.auth]\nissuer = {}\naudience = {}\n\n\
+             [servers.weather]\nbuiltin = \"weather\"\n\n[servers.chaos]\nbuiltin = \"chaos\"\n",
+            toml_str(&provider.issuer),
+            toml_str(&url)
+        ),
+    )?;
+    let planmux = tokio::process::Command::new(common::bin())
+        .args(["serve", "--http", &format!("127.0.0.1:{port}"), "--config"])
+        .arg(&config)
+        .env_remove("PLANMUX_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    wait_for(&format!("http://127.0.0.1:{port}/health")).await?;
+    Ok((planmux, dir))
+}
+
+/// A legacy MCP session on planmux's front, opened with a bearer token: raw JSON-RPC.
+struct Session {
+    url: String,
+    token: String,
+    id: String,
+}
+
+impl Session {
+    async fn open(url: &str, token: &str) -> anyhow::Result<Self> {
+        let mut session = Self {
+            url: url.to_owned(),
+            token: token.to_owned(),
+            id: String::new(),
+        };
+        let init = serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}});
+        let opened = session.send(Some(1), "initialize", init).await?;
+        session.id = opened
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        opened.text().await?;
+        let said = session.send(None, "notifications/initialized", Value::Null);
+        said.await?.text().await?;
+        Ok(session)
+    }
+
+    fn send(
+        &self,
+        id: Option<u32>,
+        method: &str,
+        params: Value,
+    ) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> {
+        let mut message = serde_json::json!({"jsonrpc": "2.0", "method": method});
+        if let Some(id) = id {
+            message["id"] = id.into();
+        }
+        if !params.is_null() {
+            message["params"] = params;
+        }
         let mut request = client()
-            .post(url)
-            .bearer_auth(token)
+            .post(&self.url)
+            .bearer_auth(&self.token)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2025-11-25")
-            .body(body.to_owned());
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session);
+            .body(message.to_string());
+        if !self.id.is_empty() {
+            request = request.header("mcp-session-id", &self.id);
         }
         request.send()
-    };
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let opened = send(None, init).await?;
-    let session = opened
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    opened.text().await?;
-    send(
-        Some(&session),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    )
-    .await?
-    .text()
-    .await?;
-    let listed = send(
-        Some(&session),
-        r#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#,
-    )
-    .await?
-    .text()
-    .await?;
-    Ok(listed
-        .split('"')
-        .filter(|part| part.starts_with("planmux://runs/"))
-        .map(str::to_owned)
-        .collect::<std::collections::BTreeSet<_>>()
+    }
+
+    /// The answer (its `result` or `error`) to `method` with `params`.
+    async fn ask(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let text = self.send(Some(2), method, params).await?.text().await?;
+        let line = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .find(|l| l.contains("\"id\":2"))
+            .unwrap_or(text.trim());
+        let answer: Value =
+            serde_json::from_str(line).map_err(|e| anyhow::anyhow!("{method}: {e}: {text}"))?;
+        Ok(answer
+            .get("result")
+            .or(answer.get("error"))
+            .cloned()
+            .unwrap_or(answer))
+    }
+
+    /// The names in `tools/list`.
+    async fn tools(&self) -> anyhow::Result<Vec<String>> {
+        let listed = self.ask("tools/list", Value::Null).await?;
+        Ok(listed["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect())
+    }
+}
+
+/// The run records a new session of `token`'s holder lists (`planmux://runs/…`).
+async fn session_runs(url: &str, token: &str) -> anyhow::Result<Vec<String>> {
+    let session = Session::open(url, token).await?;
+    let listed = session.ask("resources/list", Value::Null).await?;
+    Ok(listed["resources"]
+        .as_array()
         .into_iter()
+        .flatten()
+        .filter_map(|r| r["uri"].as_str())
+        .filter(|uri| uri.starts_with("planmux://runs/"))
+        .map(str::to_owned)
         .collect())
 }
 
@@ -177,27 +261,7 @@ async fn the_front_takes_only_its_issuers_tokens_for_it() -> R {
     let elsewhere = "http://127.0.0.1:9/mcp";
     let provider = Provider::start(&[&url, elsewhere]).await?;
     let stranger = Provider::start(&[&url]).await?;
-    let dir = tempfile::tempdir()?;
-    let config = dir.path().join("servers.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[http]\nrate_limit = \"40/min\"\n\n[http.auth]\nissuer = {}\naudience = {}\n\n\
-             [servers.weather]\nbuiltin = \"weather\"\n\n[servers.chaos]\nbuiltin = \"chaos\"\n",
-            toml_str(&provider.issuer),
-            toml_str(&url)
-        ),
-    )?;
-    let _planmux = tokio::process::Command::new(common::bin())
-        .args(["serve", "--http", &format!("127.0.0.1:{port}"), "--config"])
-        .arg(&config)
-        .env_remove("PLANMUX_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    wait_for(&format!("http://127.0.0.1:{port}/health")).await?;
+    let (_planmux, _dir) = serve(port, &provider, "[http]\nrate_limit = \"40/min\"\n").await?;
 
     // RFC 9728: the metadata, and where a 401 points to it.
     let metadata_url = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
@@ -282,5 +346,87 @@ async fn the_front_takes_only_its_issuers_tokens_for_it() -> R {
     let (status, _, body) = post(&url, Some(&alice)).await?;
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("expired"), "{body}");
+    Ok(())
+}
+
+/// `[[access]]`: alice (group platform) may use everything; bob (his `sub`) only the
+/// weather tools and execute_plan. Bob's list holds only those; his direct call, his plan
+/// step and his search of anything else answer as for an unknown tool; the prompts and
+/// resources of servers he cannot reach are not his; the audit log names each caller.
+#[tokio::test]
+async fn each_caller_sees_and_calls_only_what_its_rule_allows() -> R {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let provider = Provider::start(&[&url]).await?;
+    let audit = tempfile::tempdir()?;
+    let audit_log = audit.path().join("audit.jsonl");
+    let rules = format!(
+        "[proxy]\nsurface = \"full\"\naudit_log = {}\n\n[[access]]\nwho = [\"group:platform\"]\ntools = [\"*\"]\n\n\
+         [[access]]\nwho = [\"sub:bob\"]\ntools = [\"weather__*\", \"execute_plan\"]\n\n\
+         [servers.conformance]\nbuiltin = \"conformance\"\n",
+        toml_str(&audit_log.to_string_lossy())
+    );
+    let (_planmux, _dir) = serve(port, &provider, &rules).await?;
+    let alice = Session::open(&url, &provider.token(0, &url).await?).await?;
+    let bob = Session::open(&url, &provider.token(1, &url).await?).await?;
+
+    let alices = alice.tools().await?;
+    assert!(alices.iter().any(|t| t == "chaos__echo"), "{alices:?}");
+    let bobs = bob.tools().await?;
+    assert!(!bobs.is_empty(), "{bobs:?}");
+    assert!(
+        bobs.iter()
+            .all(|t| t.starts_with("weather__") || t == "execute_plan"),
+        "{bobs:?}"
+    );
+    let call = |name: &str| serde_json::json!({"name": name, "arguments": {"said": "hi"}});
+    for name in ["chaos__echo", "search_tools"] {
+        let refused = bob.ask("tools/call", call(name)).await?;
+        assert_eq!(
+            refused["message"],
+            format!("unknown tool '{name}'"),
+            "{refused}"
+        );
+    }
+    let echoed = alice.ask("tools/call", call("chaos__echo")).await?;
+    assert!(echoed.to_string().contains("hi"), "{echoed}");
+    // In a plan: the step he may not call fails as an unknown tool would; his own run.
+    let plan = |tool: &str| {
+        serde_json::json!({"name": "execute_plan", "arguments": {"steps": [
+            {"id": "s", "tool": tool, "args": {"location": "Oslo"}}]}})
+    };
+    let ran = bob.ask("tools/call", plan("weather__get_weather")).await?;
+    assert_eq!(ran["structuredContent"]["status"], "succeeded", "{ran}");
+    let stopped = bob.ask("tools/call", plan("chaos__echo")).await?;
+    assert!(
+        stopped.to_string().contains("unknown tool 'chaos__echo'"),
+        "{stopped}"
+    );
+    // No prompts or resources of a server he cannot reach (conformance has some).
+    let prompts = |s: Value| s["prompts"].as_array().map_or(0, Vec::len);
+    assert!(prompts(alice.ask("prompts/list", Value::Null).await?) > 0);
+    assert_eq!(prompts(bob.ask("prompts/list", Value::Null).await?), 0);
+    let resources = bob.ask("resources/list", Value::Null).await?;
+    assert!(!resources.to_string().contains("test://"), "{resources}");
+    let read = serde_json::json!({"uri": "test://static-text"});
+    assert!(
+        alice
+            .ask("resources/read", read.clone())
+            .await?
+            .to_string()
+            .contains("contents")
+    );
+    let refused = bob.ask("resources/read", read).await?;
+    assert!(
+        refused["message"].to_string().contains("no server has"),
+        "{refused}"
+    );
+
+    let audited = std::fs::read_to_string(&audit_log)?;
+    let denied = audited.lines().any(|l| {
+        l.contains("\"caller\":\"bob\"") && l.contains("chaos__echo") && l.contains("\"deny\"")
+    });
+    assert!(denied, "{audited}");
+    assert!(audited.contains("\"caller\":\"alice\""), "{audited}");
     Ok(())
 }
