@@ -310,6 +310,49 @@ mod tests {
         );
     }
 
+    /// A caller's `[[access]]` rule: a tool it does not name is unknown to it, and its own
+    /// `confirm` replaces `[policy] confirm`, stricter or looser.
+    #[test]
+    fn a_callers_rule_limits_its_tools_and_sets_its_confirm() {
+        let rule = |tools: &str, confirm| {
+            let mut set = globset::GlobSetBuilder::new();
+            set.add(Glob::new(tools).expect("a glob"));
+            Arc::new(Rule {
+                who: vec![Who::Anyone],
+                tools: set.build().expect("globs"),
+                patterns: vec![tools.into()],
+                confirm,
+            })
+        };
+        let policy = Policy::new(None, Confirm::None, None);
+        let strict = Grant::of(&[rule("fs__*", Some(Confirm::Write))], None);
+        let step = Route::Plan {
+            run: "r1".into(),
+            step: "w".into(),
+            approval: None,
+        };
+        let write = Some(Tier::Write);
+        assert_eq!(
+            policy
+                .authorize("git__push", write, None, &Route::Direct, &strict)
+                .err(),
+            Some(Denied::NotGranted {
+                tool: "git__push".into()
+            })
+        );
+        assert!(matches!(
+            policy.authorize("fs__write", write, None, &step, &strict),
+            Err(Denied::NotApproved { .. })
+        ));
+        let strict_policy = Policy::new(None, Confirm::Write, None);
+        let loose = Grant::of(&[rule("*", Some(Confirm::None))], None);
+        assert!(
+            strict_policy
+                .authorize("fs__write", write, None, &step, &loose)
+                .is_ok()
+        );
+    }
+
     #[test]
     fn a_plan_step_needs_an_approval_naming_it_when_confirm_covers_its_tier() {
         let policy = Policy::new(None, Confirm::Write, None);

@@ -18,7 +18,7 @@ use crate::exec::{Boards, Observer, RunRecord, RunStore, Settings, run};
 use crate::identity::Owner;
 use crate::pipelines::{PipelineState, Pipelines};
 use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, prepare_on, schedule};
-use crate::policy::{Approval, Approver, Confirm};
+use crate::policy::{Approval, Approver, Confirm, Grant};
 use crate::task_set::TaskSet;
 
 /// How many plans running as tasks are kept (each observable until its time-to-live;
@@ -186,6 +186,9 @@ impl PlanRunner {
     /// The plan starts from the state slots `owner`'s earlier runs wrote (seed 004's
     /// whiteboard; none without a session).
     ///
+    /// It is checked as `grant`'s caller sees the catalog (a tool it may not use is an
+    /// unknown one), with its own `confirm` when its rule sets one.
+    ///
     /// Only the servers the plan names are waited for (started, if they were not): the
     /// plan is validated against the catalog as it is (what servers still starting
     /// listed last time included), then, once the servers its steps call (or its
@@ -196,6 +199,7 @@ impl PlanRunner {
         &self,
         arguments: Value,
         owner: Option<Owner>,
+        grant: &Grant,
         cancel: &CancellationToken,
     ) -> Result<Checked, Unchecked> {
         let mut widened = false;
@@ -205,7 +209,7 @@ impl PlanRunner {
             // against the catalog of before still counts as starting for this round.
             let starting = self.downstreams.starting();
             let checked = self
-                .check_now(arguments.clone(), owner.clone(), cancel)
+                .check_now(arguments.clone(), owner.clone(), grant, cancel)
                 .await;
             if starting.is_empty() {
                 return checked;
@@ -236,7 +240,7 @@ impl PlanRunner {
                 }
             }
         }
-        self.check_now(arguments, owner, cancel).await
+        self.check_now(arguments, owner, grant, cancel).await
     }
 
     /// The servers the unknown tools of `issues` name by their prefix (or `server:tool`);
@@ -286,11 +290,12 @@ impl PlanRunner {
         &self,
         arguments: Value,
         owner: Option<Owner>,
+        grant: &Grant,
         cancel: &CancellationToken,
     ) -> Result<Checked, Unchecked> {
-        let catalog = self.downstreams.catalog();
+        let catalog = self.downstreams.catalog_for(grant);
         let nesting = self.nesting.clone();
-        let confirm = self.confirm();
+        let confirm = grant.confirm().unwrap_or(self.confirm());
         let board = self.boards.get(owner);
         let checking = tokio::task::spawn_blocking(move || {
             let specs = nesting.specs(catalog.tool_specs());
@@ -310,7 +315,7 @@ impl PlanRunner {
             Ok(Ok(Err(Unchecked::Invalid(issues)))) => Err(Unchecked::Invalid(
                 issues
                     .into_iter()
-                    .map(|i| self.name_failed_server(i))
+                    .map(|i| self.name_failed_server(i, grant))
                     .collect(),
             )),
             Err(_) => Err(Unchecked::Unfinished(format!(
@@ -328,7 +333,7 @@ impl PlanRunner {
     /// An unknown tool that is denied, quarantined, or of a server that failed to start
     /// is named as that (as a direct call would be told), not as unknown with look-alikes
     /// the model might call instead.
-    fn name_failed_server(&self, issue: PlanIssue) -> PlanIssue {
+    fn name_failed_server(&self, issue: PlanIssue, grant: &Grant) -> PlanIssue {
         let IssueKind::UnknownTool { name, .. } = &issue.kind else {
             return issue;
         };
@@ -341,6 +346,10 @@ impl PlanRunner {
             ],
             None => vec![name.clone()],
         };
+        // A tool the caller may not use stays unknown to it, whatever else is true of it.
+        if !names.iter().any(|n| grant.allows(n)) {
+            return issue;
+        }
         let policy = self.downstreams.policy();
         if let Some(denied) = names.iter().find(|n| policy.denies(n)) {
             let kind = IssueKind::DeniedTool {

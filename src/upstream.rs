@@ -314,13 +314,8 @@ impl ServerHandler for Upstream {
         let grant = self.grant(&context);
         let catalog = self.downstreams.catalog_for(&grant);
         let pipelines = self.pipeline_tools();
-        let mut tools = surface::listed(
-            &catalog,
-            &self.shape,
-            self.runner.confirm(),
-            compact,
-            pipelines,
-        );
+        let confirm = grant.confirm().unwrap_or(self.runner.confirm());
+        let mut tools = surface::listed(&catalog, &self.shape, confirm, compact, pipelines);
         // planmux's own tools and pipelines too are the caller's only when allowed.
         tools.retain(|tool| grant.allows(&tool.name));
         let ttl = self.list_ttl(&context);
@@ -563,7 +558,8 @@ impl ServerHandler for Upstream {
         if request.name == EXECUTE_PLAN_TOOL {
             return Ok(self.execute_plan(request, &context).await);
         }
-        if request.name == APPROVE_PLAN_TOOL && self.runner.confirm() != Confirm::None {
+        let confirm = grant.confirm().unwrap_or(self.runner.confirm());
+        if request.name == APPROVE_PLAN_TOOL && confirm != Confirm::None {
             return Ok(self.approve_plan(request.arguments, &context).await);
         }
         if request.name == SEARCH_TOOLS_TOOL {

@@ -84,7 +84,15 @@ pub async fn replay(
 /// way, direct calls included); anything short of full success is an error.
 async fn run_plan(scenario: &Scenario, runner: &PlanRunner) -> anyhow::Result<Arc<RunRecord>> {
     let cancel = CancellationToken::new();
-    let checked = match runner.check(scenario.plan.clone(), None, &cancel).await {
+    let checked = match runner
+        .check(
+            scenario.plan.clone(),
+            None,
+            &planmux::policy::Grant::all(),
+            &cancel,
+        )
+        .await
+    {
         Ok(checked) => checked,
         Err(Unchecked::Invalid(issues)) => bail!("invalid plan:\n{}", render_issues(&issues)),
         Err(Unchecked::Unfinished(why)) => bail!("{why}"),
@@ -158,8 +166,9 @@ async fn call(
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = args.as_object().cloned();
     // The benchmark plays the host calling tools one by one: the direct route.
+    let grant = downstreams.grant(None);
     let proof = downstreams
-        .authorize(tool, &planmux::policy::Route::Direct)
+        .authorize(tool, &planmux::policy::Route::Direct, &grant)
         .await?;
     let response = downstreams
         .call_tool(params, &proof, None, &CancellationToken::new())

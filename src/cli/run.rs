@@ -71,9 +71,11 @@ async fn run_plan(
     let quiet = options.quiet;
     let yes = options.yes;
     let ran = with_servers(config, Start::AsNeeded, |downstreams| async move {
+        // The person at the terminal has no identity: `[[access]]` rules for "*" apply.
+        let grant = downstreams.grant(None);
         let runner = PlanRunner::new(downstreams, config);
         let cancel = CancellationToken::new();
-        let checked = match runner.check(plan, None, &cancel).await {
+        let checked = match runner.check(plan, None, &grant, &cancel).await {
             Ok(checked) => checked,
             Err(unchecked) => return Ran::Unchecked(unchecked),
         };

@@ -55,8 +55,10 @@ async fn show(
 ) -> anyhow::Result<i32> {
     let plan = read_plan(source)?;
     let outcome = with_servers(config, Start::AsNeeded, |downstreams| async move {
+        let grant = downstreams.grant(None);
         let runner = PlanRunner::new(downstreams, config);
-        runner.check(plan, None, &CancellationToken::new()).await
+        let cancel = CancellationToken::new();
+        runner.check(plan, None, &grant, &cancel).await
     })
     .await;
     let checked = match outcome {

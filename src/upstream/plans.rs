@@ -40,7 +40,12 @@ impl Upstream {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let cancel = self.shutdown.child_token();
         let owner = Caller::of(context, &self.session).owner();
-        let checked = match self.runner.check(arguments.clone(), owner, &cancel).await {
+        let grant = self.grant(context);
+        let checked = match self
+            .runner
+            .check(arguments.clone(), owner, &grant, &cancel)
+            .await
+        {
             Ok(checked) => checked,
             Err(why) => return unchecked(why),
         };
@@ -157,7 +162,8 @@ impl Upstream {
             Err(refused) => return tool_error(format!("{refused}; nothing ran")).into(),
         };
         let cancel = self.shutdown.child_token();
-        let checked = match self.runner.check(plan, owner, &cancel).await {
+        let grant = self.grant(context);
+        let checked = match self.runner.check(plan, owner, &grant, &cancel).await {
             Ok(checked) => checked,
             Err(why) => return unchecked(why),
         };

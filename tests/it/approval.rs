@@ -263,7 +263,15 @@ async fn the_checkpoint_refuses_an_unapproved_write_whoever_runs_the_plan() -> R
     let downstreams = Downstreams::start(&config, Arc::default()).await;
     let runner = PlanRunner::new(downstreams.clone(), &config);
     let cancel = CancellationToken::new();
-    let checked = match runner.check(writing_plan(), None, &cancel).await {
+    let checked = match runner
+        .check(
+            writing_plan(),
+            None,
+            &planmux::policy::Grant::all(),
+            &cancel,
+        )
+        .await
+    {
         Ok(checked) => checked,
         Err(_) => anyhow::bail!("the plan did not validate"),
     };

@@ -351,7 +351,8 @@ async fn the_front_takes_only_its_issuers_tokens_for_it() -> R {
 
 /// `[[access]]`: alice (group platform) may use everything; bob (his `sub`) only the
 /// weather tools and execute_plan. Bob's list holds only those; his direct call, his plan
-/// step and his search of anything else answer as for an unknown tool; the prompts and
+/// (validated against what he may use: no look-alike of another's) and his search of
+/// anything else answer as for an unknown tool; the prompts and
 /// resources of servers he cannot reach are not his; the audit log names each caller.
 #[tokio::test]
 async fn each_caller_sees_and_calls_only_what_its_rule_allows() -> R {
@@ -397,11 +398,25 @@ async fn each_caller_sees_and_calls_only_what_its_rule_allows() -> R {
     };
     let ran = bob.ask("tools/call", plan("weather__get_weather")).await?;
     assert_eq!(ran["structuredContent"]["status"], "succeeded", "{ran}");
-    let stopped = bob.ask("tools/call", plan("chaos__echo")).await?;
+    let stopped = bob
+        .ask("tools/call", plan("chaos__echo"))
+        .await?
+        .to_string();
     assert!(
-        stopped.to_string().contains("unknown tool 'chaos__echo'"),
+        stopped.contains("unknown tool") && stopped.contains("chaos__echo"),
         "{stopped}"
     );
+    // The look-alike names a plan's error offers are only his own.
+    let typo = bob.ask("tools/call", plan("chaos__ech")).await?.to_string();
+    assert!(
+        typo.contains("unknown tool") && !typo.contains("chaos__echo"),
+        "{typo}"
+    );
+    let alices_typo = alice
+        .ask("tools/call", plan("chaos__ech"))
+        .await?
+        .to_string();
+    assert!(alices_typo.contains("chaos__echo"), "{alices_typo}");
     // No prompts or resources of a server he cannot reach (conformance has some).
     let prompts = |s: Value| s["prompts"].as_array().map_or(0, Vec::len);
     assert!(prompts(alice.ask("prompts/list", Value::Null).await?) > 0);
