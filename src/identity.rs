@@ -44,3 +44,12 @@ pub enum Owner {
     /// A verified caller (issuer and subject), whichever session or instance it uses.
     Caller(Arc<str>),
 }
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Session(id) => write!(f, "session {id}"),
+            Self::Caller(who) => write!(f, "caller {who}"),
+        }
+    }
+}

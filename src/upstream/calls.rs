@@ -13,6 +13,7 @@ use super::answers::{cancellable, host_answer, routed_error};
 use super::{Upstream, held, sealed};
 use crate::downstream::identity_of;
 use crate::downstream::{Caller, DownstreamError, InputTo};
+use crate::identity::Owner;
 use crate::policy::{Authorized, Grant};
 
 impl Upstream {
@@ -37,13 +38,19 @@ impl Upstream {
         if let Some(held) =
             held::resume(&request.request_state, &mut request.input_responses, &tool)?
         {
-            return after_round(held.round(&context.ct, &self.downstreams).await?, &tool);
+            let owner = caller.owner();
+            return after_round(
+                held.round(&context.ct, &self.downstreams).await?,
+                &tool,
+                owner,
+            );
         }
         sealed::open_retry(&mut request.request_state, &tool)?;
         if caller.input == InputTo::Caller && self.downstreams.is_legacy_tool(&tool) {
             // A legacy server may ask during the call, by request: the call is held
             // between the host's rounds.
             let this = self.clone();
+            let owner = caller.owner();
             let (caller, mut own) = (caller.clone(), context.clone());
             let held = held::Held::new(&tool, move |asks, stop| {
                 own.ct = stop;
@@ -53,12 +60,14 @@ impl Upstream {
                 };
                 Box::pin(async move { this.call_downstream(request, &proof, &caller, &own).await })
             });
-            return after_round(held.round(&context.ct, &self.downstreams).await?, &tool);
+            return after_round(
+                held.round(&context.ct, &self.downstreams).await?,
+                &tool,
+                owner,
+            );
         }
-        call_answer(
-            self.call_downstream(request, &proof, caller, context).await,
-            &tool,
-        )
+        let answer = self.call_downstream(request, &proof, caller, context).await;
+        call_answer(answer, &tool, caller.owner())
     }
     /// What the host reads for its `prompts/get`: the server's prompt, or for a
     /// 2026-07-28 host what the server asks first (MRTR), its state sealed as a tool's.
@@ -136,18 +145,23 @@ impl Upstream {
     }
 }
 
-/// What the host reads after one round of a held call.
-fn after_round(round: held::Round, tool: &str) -> Result<CallToolResponse, ErrorData> {
+/// What the host reads after one round of a held call for `owner`.
+fn after_round(
+    round: held::Round,
+    tool: &str,
+    owner: Option<Owner>,
+) -> Result<CallToolResponse, ErrorData> {
     match round {
-        held::Round::Ended(answer) => call_answer(answer, tool),
+        held::Round::Ended(answer) => call_answer(answer, tool, owner),
         held::Round::Asked(asked) => Ok(CallToolResponse::InputRequired(asked)),
     }
 }
 
-/// What the host reads for a call's `answer`.
+/// What the host reads for a call's `answer`; a task it makes is `owner`'s.
 fn call_answer(
     answer: Result<CallToolResponse, DownstreamError>,
     tool: &str,
+    owner: Option<Owner>,
 ) -> Result<CallToolResponse, ErrorData> {
     match answer {
         Ok(CallToolResponse::Complete(mut result)) => {
@@ -160,7 +174,8 @@ fn call_answer(
             Ok(CallToolResponse::InputRequired(asked))
         }
         Ok(CallToolResponse::Task(mut created)) => {
-            created.task.task_id = sealed::task_id(tool, &created.task.task_id)?;
+            let id = &created.task.task_id;
+            created.task.task_id = sealed::task_id(tool, id, owner.as_ref())?;
             Ok(CallToolResponse::Task(created))
         }
         Ok(other) => Ok(other),

@@ -7,13 +7,16 @@
 //! never reaches a server.
 //!
 //! A server's task (SEP-2663) reaches the host under an id of planmux's: the tool whose
-//! call made it and the server's id, sealed the same way without a time limit (the same
-//! task always has the same id). An id planmux did not give out names no task.
+//! call made it, the server's id and the caller it is for (its owner, when it has one),
+//! sealed the same way without a time limit (the same task always has the same id). An
+//! id planmux did not give out, or gave out to another caller, names no task.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use rmcp::ErrorData;
+
+use crate::identity::Owner;
 use rmcp::model::{InputRequiredResult, RequestStateCodec, SealOptions};
 
 /// How long a host may take to answer a server's questions.
@@ -85,18 +88,27 @@ pub fn seal_asked(asked: &mut InputRequiredResult, bound: &str) -> Result<(), Er
 const TASK: &[u8] = b"task";
 
 /// The id the host holds for the server's task `task`, made by a call of `tool` (its
-/// exported name).
-pub fn task_id(tool: &str, task: &str) -> Result<String, ErrorData> {
+/// exported name) for `owner` (none: whoever holds the id).
+pub fn task_id(tool: &str, task: &str, owner: Option<&Owner>) -> Result<String, ErrorData> {
     let options = SealOptions::new().associated_data(TASK);
+    let owner = owner.map(Owner::to_string);
     codec()
-        .and_then(|codec| codec.seal_json_with(&(tool, task), &options).ok())
+        .and_then(|codec| codec.seal_json_with(&(tool, task, owner), &options).ok())
         .ok_or_else(|| ErrorData::internal_error("planmux cannot seal the task's id", None))
 }
 
-/// The tool whose call made the task the host names `id`, and the server's id for it.
-pub fn open_task_id(id: &str) -> Result<(String, String), ErrorData> {
+/// The tool whose call made the task the host names `id`, and the server's id for it,
+/// when `viewer` may follow it (its owner's, or anyone's when it has none).
+pub fn open_task_id(id: &str, viewer: Option<&Owner>) -> Result<(String, String), ErrorData> {
+    let viewer = viewer.map(Owner::to_string);
     codec()
-        .and_then(|codec| codec.open_json_with(id, TASK).ok())
+        .and_then(|codec| {
+            codec
+                .open_json_with::<(String, String, Option<String>)>(id, TASK)
+                .ok()
+        })
+        .filter(|(_, _, owner)| owner.is_none() || *owner == viewer)
+        .map(|(tool, task, _)| (tool, task))
         .ok_or_else(|| {
             ErrorData::invalid_params(
                 format!(
@@ -130,23 +142,32 @@ mod tests {
 
     #[test]
     fn a_task_keeps_one_id_that_names_its_tool_and_server_id() {
-        let id = task_id("a__slow", "t-1").expect("a key");
+        let id = task_id("a__slow", "t-1", None).expect("a key");
         assert_eq!(
-            task_id("a__slow", "t-1").expect("a key"),
+            task_id("a__slow", "t-1", None).expect("a key"),
             id,
             "the same each time"
         );
         assert_eq!(
-            open_task_id(&id).expect("planmux's"),
+            open_task_id(&id, None).expect("planmux's"),
             ("a__slow".to_owned(), "t-1".to_owned())
         );
+        // An owner's task is its own.
+        let alice = Owner::Caller("idp alice".into());
+        let hers = task_id("a__slow", "t-1", Some(&alice)).expect("a key");
+        assert!(open_task_id(&hers, Some(&alice)).is_ok());
+        assert!(open_task_id(&hers, Some(&Owner::Caller("idp bob".into()))).is_err());
+        assert!(open_task_id(&hers, None).is_err());
         let state = seal("[\"a__slow\",\"t-1\"]", "a__slow").expect("a key");
         assert!(
-            open_task_id(&state).is_err(),
+            open_task_id(&state, None).is_err(),
             "a sealed state is no task id"
         );
-        assert!(open_task_id("t-1").is_err(), "nor is the server's own id");
-        let error = open_task_id("t-1").expect_err("no task id");
+        assert!(
+            open_task_id("t-1", None).is_err(),
+            "nor is the server's own id"
+        );
+        let error = open_task_id("t-1", None).expect_err("no task id");
         assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     }
 }

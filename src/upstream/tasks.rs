@@ -27,7 +27,7 @@ impl Upstream {
         context: &RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let named = params.task_id.clone();
-        let (tool, id) = sealed::open_task_id(&named)?;
+        let (tool, id) = sealed::open_task_id(&named, self.viewer(context).as_ref())?;
         if tool == EXECUTE_PLAN_TOOL {
             let mut got = GetTaskResult::new(self.runner.tasks.get(&id)?);
             got.task.task.task_id = named;
@@ -51,7 +51,7 @@ impl Upstream {
         mut params: UpdateTaskParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let (tool, id) = sealed::open_task_id(&params.task_id)?;
+        let (tool, id) = sealed::open_task_id(&params.task_id, self.viewer(context).as_ref())?;
         if tool == EXECUTE_PLAN_TOOL {
             return self.runner.tasks.update(&id, params.input_responses);
         }
@@ -66,7 +66,7 @@ impl Upstream {
         mut params: CancelTaskParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let (tool, id) = sealed::open_task_id(&params.task_id)?;
+        let (tool, id) = sealed::open_task_id(&params.task_id, self.viewer(context).as_ref())?;
         if tool == EXECUTE_PLAN_TOOL {
             return self.runner.tasks.cancel(&id);
         }

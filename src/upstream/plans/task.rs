@@ -56,11 +56,13 @@ impl Upstream {
         let upstream = self.clone();
         // Each step's call is this session's, as when the plan runs in the call.
         let caller = Caller::of(context, &self.session).for_plan();
+        let owner = caller.owner();
         let task = self.runner.tasks.start(move |cx| {
             Box::pin(async move { upstream.run_task(plan, asked, caller, cx).await })
         });
         let mut created = CreateTaskResult::new(task);
-        created.task.task_id = sealed::task_id(EXECUTE_PLAN_TOOL, &created.task.task_id)?;
+        let id = &created.task.task_id;
+        created.task.task_id = sealed::task_id(EXECUTE_PLAN_TOOL, id, owner.as_ref())?;
         Ok(CallToolResponse::Task(created))
     }
 
