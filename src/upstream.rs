@@ -34,8 +34,8 @@ use rmcp::model::{
     GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
     InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, Resource, ResourceTemplate, ResultType, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ReadResourceResponse, Reference, Resource, ResourceTemplate, ResultType, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
     UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
@@ -168,9 +168,8 @@ impl Upstream {
     fn decide(&self, context: &RequestContext<RoleServer>) -> bool {
         let client = context.client_info();
         let host = surface::profile(client.as_ref());
-        let decision = self
-            .shape
-            .decide(host, &self.downstreams.catalog(), self.own_tools());
+        let catalog = self.downstreams.catalog_for(&self.grant(context));
+        let decision = self.shape.decide(host, &catalog, self.own_tools());
         self.shape.log(client.as_ref(), &decision);
         self.compact
             .store(decision.compact, std::sync::atomic::Ordering::Relaxed);
@@ -385,12 +384,7 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let Some(id) = request.uri.strip_prefix(RUNS_URI) else {
-            let grant = self.grant(&context);
-            let visible = self.downstreams.catalog_for(&grant);
-            if !grant.is_all() && visible.resources().server_of(&request.uri).is_none() {
-                let why = format!("no server has the resource '{}'", request.uri);
-                return Err(ErrorData::resource_not_found(why, None));
-            }
+            self.may_reach(&context, &Reference::for_resource(request.uri.clone()))?;
             let cancel = self.shutdown.child_token();
             let read = self.downstreams.read_resource(request, &cancel);
             let result = cancellable(read, &cancel, &context).await;
@@ -424,6 +418,7 @@ impl ServerHandler for Upstream {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        self.may_reach(&context, &request.r#ref)?;
         let cancel = self.shutdown.child_token();
         let complete = self.downstreams.complete(request, &cancel);
         let mut result = cancellable(complete, &cancel, &context)
@@ -447,6 +442,7 @@ impl ServerHandler for Upstream {
                 None,
             ));
         }
+        self.may_reach(&context, &Reference::for_resource(request.uri.clone()))?;
         let uri = request.uri.clone();
         if !self.session.subscribe(&uri) {
             return Ok(());

@@ -4,7 +4,8 @@
 //! can show the link (`sign_in.rs`), made once more after the sign-in.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, ResultType,
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Reference,
+    ResultType,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -20,6 +21,39 @@ impl Upstream {
     /// What the caller of the request in `context` may see and call (`[[access]]`).
     pub(super) fn grant(&self, context: &RequestContext<RoleServer>) -> Grant {
         self.downstreams.grant(identity_of(context).as_ref())
+    }
+
+    /// Refuses, as for one that does not exist, a resource (`uri`), prompt (`prompt`) or
+    /// completion reference of a server the caller may use none of the tools of.
+    pub(super) fn may_reach(
+        &self,
+        context: &RequestContext<RoleServer>,
+        reference: &Reference,
+    ) -> Result<(), ErrorData> {
+        let grant = self.grant(context);
+        if grant.is_all() {
+            return Ok(());
+        }
+        let visible = self.downstreams.catalog_for(&grant);
+        let resources = visible.resources();
+        match reference {
+            Reference::Prompt(prompt) if resources.prompt(&prompt.name).is_none() => {
+                let why = format!("unknown prompt '{}'", prompt.name);
+                Err(ErrorData::invalid_params(why, None))
+            }
+            Reference::Resource(resource)
+                if resources.server_of(&resource.uri).is_none()
+                    && resources.server_of_template(&resource.uri).is_none() =>
+            {
+                let why = format!("no server has the resource '{}'", resource.uri);
+                Err(ErrorData::resource_not_found(why, None))
+            }
+            Reference::Prompt(_) | Reference::Resource(_) => Ok(()),
+            _ => Err(ErrorData::invalid_params(
+                "an unknown kind of reference",
+                None,
+            )),
+        }
     }
 
     /// What the host reads for its call `request` of a downstream tool (authorized by
@@ -76,12 +110,8 @@ impl Upstream {
         mut request: GetPromptRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let grant = self.grant(context);
-        let visible = self.downstreams.catalog_for(&grant);
-        if !grant.is_all() && visible.resources().prompt(&request.name).is_none() {
-            let why = format!("unknown prompt '{}'", request.name);
-            return Err(ErrorData::invalid_params(why, None));
-        }
+        let prompt = Reference::for_prompt(request.name.clone());
+        self.may_reach(context, &prompt)?;
         let cancel = self.shutdown.child_token();
         let caller = Caller::of(context, &self.session);
         let bound = format!("prompt {}", request.name);

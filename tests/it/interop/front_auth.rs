@@ -352,8 +352,9 @@ async fn the_front_takes_only_its_issuers_tokens_for_it() -> R {
 /// `[[access]]`: alice (group platform) may use everything; bob (his `sub`) only the
 /// weather tools and execute_plan. Bob's list holds only those; his direct call, his plan
 /// (validated against what he may use: no look-alike of another's) and his search of
-/// anything else answer as for an unknown tool; the prompts and
-/// resources of servers he cannot reach are not his; the audit log names each caller.
+/// anything else answer as for an unknown tool; the prompts and resources of servers he
+/// cannot reach are not his (listed, read, subscribed to or completed); the audit log
+/// names each caller.
 #[tokio::test]
 async fn each_caller_sees_and_calls_only_what_its_rule_allows() -> R {
     let port = free_port();
@@ -434,6 +435,22 @@ async fn each_caller_sees_and_calls_only_what_its_rule_allows() -> R {
     let refused = bob.ask("resources/read", read).await?;
     assert!(
         refused["message"].to_string().contains("no server has"),
+        "{refused}"
+    );
+    let uri = serde_json::json!({"uri": "test://static-text"});
+    let refused = bob.ask("resources/subscribe", uri).await?;
+    assert!(
+        refused["message"].to_string().contains("no server has"),
+        "{refused}"
+    );
+    let complete = serde_json::json!({
+        "ref": {"type": "ref/prompt", "name": "conformance__test_prompt_with_arguments"},
+        "argument": {"name": "arg1", "value": "a"}});
+    let completed = alice.ask("completion/complete", complete.clone()).await?;
+    assert!(completed.get("completion").is_some(), "{completed}");
+    let refused = bob.ask("completion/complete", complete).await?;
+    assert!(
+        refused["message"].to_string().contains("unknown prompt"),
         "{refused}"
     );
 
