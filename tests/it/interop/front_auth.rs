@@ -353,8 +353,8 @@ async fn the_front_takes_only_its_issuers_tokens_for_it() -> R {
 /// weather tools and execute_plan. Bob's list holds only those; his direct call, his plan
 /// (validated against what he may use: no look-alike of another's) and his search of
 /// anything else answer as for an unknown tool; the prompts and resources of servers he
-/// cannot reach are not his (listed, read, subscribed to or completed); the audit log
-/// names each caller.
+/// cannot reach are not his (listed, read, subscribed to or completed); the official
+/// Python SDK as each of them finds the same; the audit log names each caller.
 #[tokio::test]
 async fn each_caller_sees_and_calls_only_what_its_rule_allows() -> R {
     let port = free_port();
@@ -453,6 +453,43 @@ async fn each_caller_sees_and_calls_only_what_its_rule_allows() -> R {
         refused["message"].to_string().contains("unknown prompt"),
         "{refused}"
     );
+
+    // The official Python SDK as each of them: the same, in direct calls and plans.
+    let sdk = |user: usize| {
+        let (provider, url) = (&provider, &url);
+        async move {
+            let token = provider.token(user, url).await?;
+            let out = tokio::process::Command::new(python())
+                .arg(common::interop_dir().join("python_access.py"))
+                .args(["--url", url, "--token", &token])
+                .args(["--call", "weather__get_weather", "--call", "chaos__echo"])
+                .output()
+                .await?;
+            summary_of(&out)
+        }
+    };
+    let (alice_sdk, bob_sdk) = (sdk(0).await?, sdk(1).await?);
+    let listed = |s: &Value, name: &str| s["tools"].to_string().contains(&format!("\"{name}\""));
+    assert!(listed(&alice_sdk, "chaos__echo") && !listed(&bob_sdk, "chaos__echo"));
+    assert!(listed(&bob_sdk, "weather__get_weather"), "{bob_sdk}");
+    for way in ["direct", "plan"] {
+        let call = |s: &Value, tool: &str| s["calls"][tool][way].clone();
+        assert_eq!(
+            call(&alice_sdk, "chaos__echo")["error"],
+            false,
+            "{alice_sdk}"
+        );
+        assert_eq!(
+            call(&bob_sdk, "weather__get_weather")["error"],
+            false,
+            "{bob_sdk}"
+        );
+        let refused = call(&bob_sdk, "chaos__echo");
+        assert!(
+            refused["text"].to_string().contains("unknown tool"),
+            "{way}: {bob_sdk}"
+        );
+    }
 
     let audited = std::fs::read_to_string(&audit_log)?;
     let denied = audited.lines().any(|l| {
