@@ -51,10 +51,14 @@ impl Checkpoint {
         Grant::of(&rules, who)
     }
 
-    /// Puts `config`'s `[[access]]` in force.
-    pub(super) fn apply_access(&self, config: &Config) {
-        *self.access.write().unwrap_or_else(PoisonError::into_inner) =
-            Arc::new(config.access.clone());
+    /// Puts `config`'s `[[access]]` in force; whether it differs from the rules before.
+    pub(super) fn apply_access(&self, config: &Config) -> bool {
+        let mut access = self.access.write().unwrap_or_else(PoisonError::into_inner);
+        if format!("{:?}", config.access) == format!("{:?}", **access) {
+            return false;
+        }
+        *access = Arc::new(config.access.clone());
+        true
     }
 
     /// The policy in force.

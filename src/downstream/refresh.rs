@@ -18,7 +18,7 @@ pub struct Reloaded {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     pub restarted: Vec<String>,
-    /// Whether `[policy]` changed (it is in force now).
+    /// Whether `[policy]` or `[[access]]` changed (they are in force now).
     pub policy: bool,
 }
 
@@ -126,12 +126,13 @@ impl Downstreams {
         // that vanished (deleted, or mid-rename by an editor) does not turn pinning off:
         // the pins in force stay until a lock is there again.
         self.checkpoint.repin(config);
-        self.checkpoint.apply_access(config);
+        // New `[[access]]` rules change what each caller lists, all of it.
+        let access = self.checkpoint.apply_access(config);
         let old = self.servers();
         let mut next = Vec::new();
         let mut fresh = Vec::new();
         let mut done = Reloaded {
-            policy: self.checkpoint.apply_policy(&config.policy),
+            policy: self.checkpoint.apply_policy(&config.policy) || access,
             ..Reloaded::default()
         };
         for wanted in config.enabled_servers() {
@@ -176,6 +177,14 @@ impl Downstreams {
         let mut changed = self.rebuild_and_notify().await;
         if done.policy {
             changed = changed.or(Changed::TOOLS);
+        }
+        if access {
+            let all = Changed {
+                tools: true,
+                prompts: true,
+                resources: true,
+            };
+            changed = changed.or(all);
         }
         if changed.any() {
             self.host.notify_changed(changed).await;

@@ -653,6 +653,62 @@ async fn reload_adds_and_removes_servers_while_sessions_are_open() -> R {
     Ok(())
 }
 
+/// `[[access]]` is read again on reload: what a caller lists and may call follows the new
+/// rules at once, and its session is told its lists changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_rules_are_read_again_on_reload() -> R {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("servers.toml");
+    let config = |tools: &str| {
+        format!(
+            "[[access]]\nwho = [\"*\"]\ntools = [\"{tools}\"]\n\n\
+             [servers.chaos]\nbuiltin = \"chaos\"\n\n[servers.weather]\nbuiltin = \"weather\"\n"
+        )
+    };
+    std::fs::write(&path, config("chaos__*"))?;
+    let front = Front::serve(Config::load(&path)?, false, dir).await?;
+    let recorder = Recorder::default();
+    let client = front.client(recorder.clone(), None).await?;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    let listed = names(client.list_all_tools().await?);
+    assert!(
+        listed.iter().all(|n| n.starts_with("chaos__")) && !listed.is_empty(),
+        "{listed:?}"
+    );
+    let weather = call("weather__get_weather", json!({"location": "Oslo"}));
+    let refused = client
+        .call_tool(weather.clone())
+        .await
+        .err()
+        .map(|e| e.to_string());
+    assert!(refused.is_some_and(|e| e.contains("unknown tool")));
+    std::fs::write(&path, config("weather__*"))?;
+    let mut listed = Vec::new();
+    for _ in 0..100 {
+        listed = names(client.list_all_tools().await?);
+        if listed.iter().any(|n| n.starts_with("weather__")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !listed.is_empty() && listed.iter().all(|n| n.starts_with("weather__")),
+        "{listed:?}"
+    );
+    assert!(text(&client.call_tool(weather).await?).contains("Oslo"));
+    let echo = client.call_tool(call("chaos__echo", json!({"a": 1}))).await;
+    assert!(
+        echo.err()
+            .is_some_and(|e| e.to_string().contains("unknown tool"))
+    );
+    let told = recorder.seen.lock().map(|s| s.list_changed).unwrap_or(0);
+    assert!(told > 0, "the session was not told its list changed");
+    client.cancel().await?;
+    Ok(())
+}
+
 /// A run's record is its session's: another session neither lists nor reads it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_cannot_read_each_others_run_records() -> R {
