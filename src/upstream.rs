@@ -43,6 +43,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::APPROVE_PLAN_TOOL;
+use crate::catalog::Catalog;
 use crate::config::ProxySettings;
 use crate::downstream::{Caller, Downstreams, HostLink, LineRoute, Session};
 use crate::plan::EXECUTE_PLAN_TOOL;
@@ -164,12 +165,12 @@ impl Upstream {
         1 + usize::from(self.runner.confirm() != Confirm::None)
     }
 
-    /// Full or compact for this host, now, logged when it changes.
-    fn decide(&self, context: &RequestContext<RoleServer>) -> bool {
+    /// Full or compact for this host, now, over `catalog` (what its caller sees), logged
+    /// when it changes.
+    fn decide(&self, context: &RequestContext<RoleServer>, catalog: &Catalog) -> bool {
         let client = context.client_info();
         let host = surface::profile(client.as_ref());
-        let catalog = self.downstreams.catalog_for(&self.grant(context));
-        let decision = self.shape.decide(host, &catalog, self.own_tools());
+        let decision = self.shape.decide(host, catalog, self.own_tools());
         self.shape.log(client.as_ref(), &decision);
         self.compact
             .store(decision.compact, std::sync::atomic::Ordering::Relaxed);
@@ -214,7 +215,10 @@ impl ServerHandler for Upstream {
         self.session.introduced();
         self.host.set(context.peer.clone());
         self.settle(&context).await;
-        self.decide(&context);
+        self.decide(
+            &context,
+            &self.downstreams.catalog_for(&self.grant(&context)),
+        );
         self.negotiate_initialize(&request)
     }
 
@@ -309,9 +313,9 @@ impl ServerHandler for Upstream {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.settle(&context).await;
-        let compact = self.decide(&context);
         let grant = self.grant(&context);
         let catalog = self.downstreams.catalog_for(&grant);
+        let compact = self.decide(&context, &catalog);
         let pipelines = self.pipeline_tools();
         let confirm = grant.confirm().unwrap_or(self.runner.confirm());
         let mut tools = surface::listed(&catalog, &self.shape, confirm, compact, pipelines);
@@ -571,7 +575,7 @@ impl ServerHandler for Upstream {
         // proof is for the exported name the host's name resolves to; the call goes there.
         let proof = self
             .downstreams
-            .authorize(&request.name, &Route::Direct, &self.grant(&context))
+            .authorize(&request.name, &Route::Direct, &grant)
             .await
             .map_err(|denied| ErrorData::invalid_params(denied.to_string(), None))?;
         request.name = proof.tool().to_owned().into();

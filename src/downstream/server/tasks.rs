@@ -126,6 +126,12 @@ impl Server {
             server: server.clone(),
             message: format!("answered {tool} with no tool result: {e}"),
         };
+        // The server's answer, as JSON, as the call's.
+        let complete = |answer: Value| {
+            serde_json::from_value(answer)
+                .map(CallToolResponse::Complete)
+                .map_err(unreadable)
+        };
         if self.is_line() {
             let route = LineRoute {
                 exported: proof.tool().to_owned(),
@@ -133,10 +139,7 @@ impl Server {
                 server: self.clone(),
             };
             let reply = route.call(proof, params.arguments.as_ref(), caller, cancel);
-            let result = reply.await?.tool_result(server)?;
-            return serde_json::from_value(result)
-                .map(CallToolResponse::Complete)
-                .map_err(unreadable);
+            return complete(reply.await?.tool_result(server)?);
         }
         let mut call = serde_json::to_value(&params).map_err(unreadable)?;
         call["task"] = Value::Object(JsonObject::new());
@@ -145,9 +148,7 @@ impl Server {
         let created = serde_json::to_value(created).map_err(unreadable)?;
         let Some(id) = created.pointer("/task/taskId").and_then(Value::as_str) else {
             // The server ran it at once after all: its answer is the call's.
-            return serde_json::from_value(created)
-                .map(CallToolResponse::Complete)
-                .map_err(unreadable);
+            return complete(created);
         };
         let mut left = Unfinished {
             server: self.clone(),
@@ -162,10 +163,7 @@ impl Server {
         if matches!(ended, Ok(_) | Err(DownstreamError::Rpc { .. })) {
             left.task.clear();
         }
-        let ended = serde_json::to_value(ended?).map_err(unreadable)?;
-        serde_json::from_value(ended)
-            .map(CallToolResponse::Complete)
-            .map_err(unreadable)
+        complete(serde_json::to_value(ended?).map_err(unreadable)?)
     }
 
     /// Follows `task`, made by a call of `tool` declaring `declared`, to its end within
