@@ -447,6 +447,18 @@ pub struct Config {
     pub http: HttpConfig,
     /// `[[access]]`, in file order (none: every caller may use everything).
     pub access: Vec<std::sync::Arc<crate::policy::Rule>>,
+    /// `[state] store`.
+    pub state: StateStore,
+}
+
+/// `[state] store`: where what several instances must share lives.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum StateStore {
+    /// In this process (the default).
+    #[default]
+    Memory,
+    /// In Redis at `url` (credentials and all); `label` is its address without them.
+    Redis { url: Secret, label: String },
 }
 
 impl Config {
@@ -538,6 +550,7 @@ impl Config {
         let access = (wire.access.unwrap_or_default().into_iter().enumerate())
             .filter_map(|(i, section)| cx.access(i + 1, section))
             .collect();
+        let state = wire.state.and_then(|section| cx.state(section));
         cx.finish(Config {
             source: file.into(),
             proxy,
@@ -547,6 +560,7 @@ impl Config {
             pipelines,
             http: http.unwrap_or_default(),
             access,
+            state: state.unwrap_or_default(),
         })
     }
 
@@ -565,6 +579,7 @@ mod access;
 mod oauth;
 mod pipelines;
 mod read;
+mod state;
 #[cfg(test)]
 mod tests;
 mod validate;

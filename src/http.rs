@@ -27,7 +27,8 @@ use std::time::Duration;
 
 pub mod auth;
 
-use crate::rate_limit::Limiter;
+use crate::rate_limit::{Limiter, OverRate};
+use crate::state::Shared;
 use auth::{Identity, Refused, Verifier};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -71,6 +72,8 @@ pub enum HttpError {
         "{addr} is not a loopback address, and neither [http] tokens nor [http.auth] is set: anyone who can reach it could use every server. Set [http] tokens = [\"${{PLANMUX_TOKEN}}\"] (16+ characters) or [http.auth], or serve on 127.0.0.1"
     )]
     Unprotected { addr: SocketAddr },
+    #[error(transparent)]
+    Store(#[from] crate::state::StoreError),
     #[error("cannot listen on {addr}: {error}")]
     Bind {
         addr: SocketAddr,
@@ -94,6 +97,7 @@ pub async fn serve_http(
     if !loopback && config.http.tokens.is_empty() && config.http.auth.is_none() {
         return Err(HttpError::Unprotected { addr });
     }
+    let store = Shared::open(&config.state)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|error| HttpError::Bind { addr, error })?;
@@ -113,7 +117,11 @@ pub async fn serve_http(
         downstreams.clone(),
         stop.clone(),
     ));
-    let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));
+    // With a shared store, what is sealed for hosts uses its key: read once it answers.
+    let sealing = store
+        .clone()
+        .map(|store| tokio::spawn(crate::upstream::share_sealing_key(store)));
+    let runner = Arc::new(PlanRunner::new(downstreams.clone(), config).with_store(store.clone()));
     let proxy = config.proxy.clone();
     let factory = {
         let (downstreams, calls) = (downstreams.clone(), calls.clone());
@@ -162,7 +170,7 @@ pub async fn serve_http(
         tokens: config.http.tokens.clone(),
         verifier,
         limit: Semaphore::new(config.http.max_requests),
-        rate: config.http.rate_limit.map(Limiter::new),
+        rate: (config.http.rate_limit).map(|rate| Limiter::new(rate).kept_in(store.clone())),
         downstreams: downstreams.clone(),
         holds_tasks: !options.stateless,
         max_body: config.http.max_body_bytes,
@@ -233,6 +241,9 @@ pub async fn serve_http(
     connections.abort_all();
     starting.abort();
     reloading.abort();
+    if let Some(sealing) = sealing {
+        sealing.abort();
+    }
     downstreams.shutdown().await;
     tracing::info!("shut down");
     Ok(())
@@ -267,7 +278,7 @@ impl Front {
                     Ok(caller) => caller,
                     Err(refused) => return refused,
                 };
-                if let Some(refused) = self.over_rate(&caller) {
+                if let Some(refused) = self.over_rate(&caller).await {
                     return refused;
                 }
                 let mut request = request;
@@ -367,9 +378,18 @@ impl Front {
     }
 
     /// The 429 a caller past its rate gets (`None`: it may go on), saying when to retry.
-    fn over_rate(&self, caller: &Identity) -> Option<Response<Body>> {
+    async fn over_rate(&self, caller: &Identity) -> Option<Response<Body>> {
         let rate = self.rate.as_ref()?;
-        let wait = rate.admit(&caller.sub, std::time::Instant::now()).err()?;
+        let wait = match rate.take(&caller.sub).await {
+            Ok(()) => return None,
+            Err(OverRate::Wait(wait)) => wait,
+            Err(OverRate::Store(error)) => {
+                let text = format!(
+                    "the request cannot be counted against [http] rate_limit: {error}; retry shortly"
+                );
+                return Some(plain(StatusCode::SERVICE_UNAVAILABLE, text));
+            }
+        };
         let limit = rate.rate();
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         let text = format!(
@@ -545,8 +565,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<Body> {
+    let mut response = Response::new(Full::new(text.into()).boxed());
     *response.status_mut() = status;
     response
 }

@@ -53,3 +53,21 @@ impl std::fmt::Display for Owner {
         }
     }
 }
+
+impl Owner {
+    /// The owner as a shared store keeps it (`state.rs`): a caller by its issuer and
+    /// subject, the same on every instance; a session also by this process, so that
+    /// session 1 of one instance is not session 1 of another.
+    pub fn stored(&self) -> String {
+        match self {
+            Self::Caller(who) => format!("caller {who}"),
+            Self::Session(id) => format!("session {}/{id}", process_id()),
+        }
+    }
+}
+
+/// This process's random id, made once.
+fn process_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| uuid::Uuid::new_v4().simple().to_string())
+}

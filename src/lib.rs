@@ -33,6 +33,7 @@ pub(crate) mod rate_limit;
 pub(crate) mod reload;
 pub mod runner;
 pub mod serve;
+pub mod state;
 pub(crate) mod task_set;
 pub mod telemetry;
 pub(crate) mod text;

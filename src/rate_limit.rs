@@ -3,12 +3,17 @@
 //! request past it is told how long to wait. In memory, for this process. Callers are
 //! many (each JWT `sub`): a bucket that has filled up again is the same as none, so such
 //! buckets are dropped whenever more than [`SWEEP_OVER`] are kept.
+//!
+//! With a shared store (`[state] store`) the buckets are there, the same bucket for a
+//! caller on every instance (`state.rs` takes from it atomically, by Redis's clock); a
+//! store that cannot be reached admits no one (fail closed) and says so.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::config::RateLimit;
+use crate::state::{Shared, StoreError};
 
 /// Past this many buckets, the full ones are dropped.
 const SWEEP_OVER: usize = 4096;
@@ -17,6 +22,17 @@ const SWEEP_OVER: usize = 4096;
 pub struct Limiter {
     rate: RateLimit,
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// Where the buckets are when several instances share them.
+    shared: Option<Shared>,
+}
+
+/// Why a request is not admitted.
+#[derive(Debug)]
+pub enum OverRate {
+    /// Past the caller's rate: this long until it may send one.
+    Wait(Duration),
+    /// The shared store could not count it.
+    Store(StoreError),
 }
 
 /// What one caller has left, as of `at`.
@@ -30,6 +46,28 @@ impl Limiter {
         Self {
             rate,
             buckets: Mutex::default(),
+            shared: None,
+        }
+    }
+
+    /// The same limiter, its buckets in `shared` when there is one.
+    pub fn kept_in(self, shared: Option<Shared>) -> Self {
+        Self { shared, ..self }
+    }
+
+    /// Takes one request for `caller`, from the shared bucket when there is one.
+    pub async fn take(&self, caller: &str) -> Result<(), OverRate> {
+        let Some(shared) = &self.shared else {
+            return self.admit(caller, Instant::now()).map_err(OverRate::Wait);
+        };
+        let per_token = self.rate.per / self.rate.requests.max(1);
+        match shared
+            .take(&format!("rate:{caller}"), self.rate.requests, per_token)
+            .await
+        {
+            Ok(None) => Ok(()),
+            Ok(Some(wait)) => Err(OverRate::Wait(wait)),
+            Err(error) => Err(OverRate::Store(error)),
         }
     }
 

@@ -19,6 +19,7 @@ use crate::identity::Owner;
 use crate::pipelines::{PipelineState, Pipelines};
 use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, prepare_on, schedule};
 use crate::policy::{Approval, Approver, Confirm, Grant};
+use crate::state::Shared;
 use crate::task_set::TaskSet;
 
 /// How many plans running as tasks are kept (each observable until its time-to-live;
@@ -133,6 +134,16 @@ impl PlanRunner {
             boards: Boards::default(),
             tokens: Tokens::default(),
             tasks: TaskSet::new(KEPT_PLAN_TASKS, task_ttl_ms, PLAN_TASK_POLL_MS),
+        }
+    }
+
+    /// The same runner, its approval tokens and run records kept in `store` (`[state]
+    /// store`) when there is one.
+    pub fn with_store(self, store: Option<Shared>) -> Self {
+        Self {
+            runs: self.runs.kept_in(store.clone()),
+            tokens: Tokens::kept_in(store),
+            ..self
         }
     }
 
@@ -411,7 +422,7 @@ impl PlanRunner {
         let settings = &self.nesting.settings;
         let record = Arc::new(run(plan, calls, settings, observer, cancel).await);
         self.boards.write(owner.clone(), plan, &record);
-        self.runs.insert(record.clone(), owner);
+        self.runs.insert(record.clone(), owner).await;
         record
     }
 

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::downstream::{Downstreams, HostLink, restore_tool_fields};
 use crate::runner::PlanRunner;
+use crate::state::Shared;
 use crate::upstream::Upstream;
 use crate::upstream::passthrough::{Passthrough, RouteChoice};
 use crate::wire::LineTransport;
@@ -36,6 +37,7 @@ const HOST_ARRIVAL: Duration = Duration::from_secs(1);
 /// `list_grace_ms`.
 pub async fn serve<In>(
     config: &Config,
+    store: Option<Shared>,
     transport: LineTransport<RoleServer, In>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerInitializeError>
@@ -45,7 +47,7 @@ where
     let host = Arc::new(HostLink::expecting_host());
     let stop = CancellationToken::new();
     let downstreams = Downstreams::new(config, host.clone());
-    let runner = Arc::new(PlanRunner::new(downstreams.clone(), config));
+    let runner = Arc::new(PlanRunner::new(downstreams.clone(), config).with_store(store.clone()));
     let starting = tokio::spawn({
         let (downstreams, host, runner) = (downstreams.clone(), host.clone(), runner.clone());
         async move {
@@ -63,6 +65,10 @@ where
             }
         }
     });
+    // With a shared store, what is sealed for hosts uses its key: read once it answers.
+    let sealing = store
+        .clone()
+        .map(|store| tokio::spawn(crate::upstream::share_sealing_key(store)));
     let reloading = tokio::spawn(crate::reload::watch(
         config.clone(),
         downstreams.clone(),
@@ -119,6 +125,9 @@ where
     passthrough.finish(ANSWER_GRACE).await;
     starting.abort();
     reloading.abort();
+    if let Some(sealing) = sealing {
+        sealing.abort();
+    }
     downstreams.shutdown().await;
     tracing::info!("shut down");
     result
@@ -153,7 +162,7 @@ mod tests {
         let shutdown = CancellationToken::new();
         let config = config();
         let transport = LineTransport::new(read, write, config.proxy.wire, "the host");
-        let server = serve(&config, transport, shutdown.clone().cancelled_owned());
+        let server = serve(&config, None, transport, shutdown.clone().cancelled_owned());
         let client = async {
             let client = ().serve(theirs).await.unwrap_or_else(|e| panic!("{e}"));
             let peer = client.peer().clone();

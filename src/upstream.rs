@@ -56,6 +56,7 @@ use surface::{SEARCH_TOOLS_TOOL, search_tools_tool};
 pub(crate) use answers::host_answer;
 use answers::{cancellable, complete_read, routed_error, tool_error};
 use runs::RUNS_URI;
+pub use sealed::share_key as share_sealing_key;
 
 /// The upstream MCP server.
 #[derive(Clone)]
@@ -357,7 +358,7 @@ impl ServerHandler for Upstream {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let resources = self.run_resources(&context);
+        let resources = self.run_resources(&context).await;
         self.settle(&context).await;
         let catalog = self.downstreams.catalog_for(&self.grant(&context));
         let mut all: Vec<Resource> = catalog.resources().resources().cloned().collect();
@@ -394,7 +395,7 @@ impl ServerHandler for Upstream {
             let result = cancellable(read, &cancel, &context).await;
             return result.map(complete_read).map_err(routed_error);
         };
-        self.read_run(id, &request.uri, self.viewer(&context))
+        self.read_run(id, &request.uri, self.viewer(&context)).await
     }
 
     async fn list_prompts(

@@ -80,8 +80,8 @@ mod tests {
     use crate::approval::tokens::{Channel, TokenError, Tokens};
     use crate::policy::Tier;
 
-    #[test]
-    fn a_loop_and_a_condition_are_shown_with_their_step() {
+    #[tokio::test]
+    async fn a_loop_and_a_condition_are_shown_with_their_step() {
         let mut asked = request(&[("each", "fs__write", Tier::Write)]);
         asked.steps[0].foreach = Some("list.files, 2 at a time".into());
         asked.steps[0].when = Some("list.count\ngt 0".into());
@@ -96,16 +96,18 @@ mod tests {
         let tokens = Tokens::default();
         let token = tokens
             .issue(asked.clone(), Value::Null, Channel::Model, None)
+            .await
             .unwrap_or_default();
         let mut changed = steps_of(&asked);
         changed[0]["foreach"] = json!("other.files");
         assert!(matches!(
-            tokens.redeem_steps(&token, &changed, None, None),
+            tokens.redeem_steps(&token, &changed, None, None).await,
             Err(TokenError::Mismatch(_))
         ));
         assert!(
             tokens
                 .redeem_steps(&token, &steps_of(&asked), None, None)
+                .await
                 .is_ok()
         );
     }

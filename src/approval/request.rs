@@ -41,14 +41,14 @@ pub struct ApprovalStep {
 }
 
 /// A value step as the user is shown it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShownValue {
     pub id: String,
     pub value: Value,
 }
 
-/// What one plan needs approved.
-#[derive(Debug, Clone, PartialEq)]
+/// What one plan needs approved (kept with its token: `tokens.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
     /// The plan's goal, if it gave one.
     pub goal: Option<String>,

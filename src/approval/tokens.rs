@@ -1,17 +1,20 @@
 //! Single-use approval tokens: a pending approval carried from the call that asked to the
 //! call that answers. A token lasts ten minutes, is bound to the plan it was asked for
 //! (its digest, or the steps repeated), is redeemed once, only the way it was handed out
-//! (the model's `approve_plan`, or the host's input-required retry) and only in the
-//! session it was handed to.
+//! (the model's `approve_plan`, or the host's input-required retry) and only by the owner
+//! it was handed to. With a shared store (`[state] store`, `state.rs`) tokens live there,
+//! so any instance redeems one another issued, and still only once.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::request::{ApprovalStep, Request};
 use crate::identity::Owner;
+use crate::state::Shared;
 
 /// How long a token stays good.
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -21,8 +24,11 @@ const MAX_TOKENS: usize = 256;
 /// Plan arguments kept for unredeemed tokens, in bytes; the oldest go first past it.
 const MAX_KEPT_BYTES: usize = 64 << 20;
 
+/// Tokens issued by this process so far.
+static ISSUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Who a token was handed to: it is redeemed only the same way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Channel {
     /// The model, in a `needs_approval` result: redeemed with `approve_plan`.
     Model,
@@ -53,24 +59,44 @@ pub enum TokenError {
     Mismatch(String),
     #[error("this plan is not the one approval was asked for")]
     OtherPlan,
+    /// The shared store could not be asked: the token is neither used nor refused.
+    #[error("{0}; the approval token is still unused: try again once the store is back")]
+    Store(String),
 }
 
+/// A pending approval, as kept in memory or (as JSON) in the shared store.
+#[derive(Serialize, Deserialize)]
 struct Pending {
     request: Request,
     arguments: Value,
     /// The size of `arguments` as JSON, counted against [`MAX_KEPT_BYTES`].
     bytes: usize,
     channel: Channel,
-    issued: Instant,
+    /// When it was issued, in ms since the epoch (instances share no other clock).
+    issued_ms: u64,
+    /// Used already (in memory; the shared store keeps a key of its own for it).
+    #[serde(skip)]
     used: bool,
-    /// The session it was issued to (see [`Tokens::issue`]).
-    owner: Option<Owner>,
+    /// Its place in the order tokens were issued in this process (the oldest go first).
+    #[serde(skip)]
+    order: u64,
+    /// Whose it is, as [`Owner::stored`] spells it (see [`Tokens::issue`]).
+    owner: Option<String>,
+}
+
+impl Pending {
+    /// How long ago it was issued.
+    fn age(&self) -> Duration {
+        Duration::from_millis(now_ms().saturating_sub(self.issued_ms))
+    }
 }
 
 /// The approvals asked for and not yet given, by token.
 pub struct Tokens {
     pending: Mutex<HashMap<String, Pending>>,
     ttl: Duration,
+    /// Where tokens live when several instances share them.
+    shared: Option<Shared>,
 }
 
 impl Default for Tokens {
@@ -80,11 +106,20 @@ impl Default for Tokens {
 }
 
 impl Tokens {
-    /// Tokens that last `ttl` (tests shorten it).
+    /// Tokens that last `ttl` (tests shorten it), in this process.
     pub fn with_ttl(ttl: Duration) -> Self {
         Self {
             pending: Mutex::new(HashMap::new()),
             ttl,
+            shared: None,
+        }
+    }
+
+    /// Tokens kept in `shared` when there is one, else in this process.
+    pub fn kept_in(shared: Option<Shared>) -> Self {
+        Self {
+            shared,
+            ..Self::default()
         }
     }
 
@@ -96,7 +131,7 @@ impl Tokens {
     /// Remembers `request` for the plan sent as `arguments` and returns its new token,
     /// redeemable only by `owner` (a session, or a verified caller; `None`: a request
     /// that has neither, such as a stateless HTTP request without one).
-    pub fn issue(
+    pub async fn issue(
         &self,
         request: Request,
         arguments: Value,
@@ -108,52 +143,59 @@ impl Tokens {
         let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
         let token = format!("pa_{token}");
         let bytes = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
-        let mut pending = self.lock();
-        if pending.len() >= MAX_TOKENS {
-            let forget = 2 * self.ttl;
-            pending.retain(|_, p| p.issued.elapsed() < forget);
-        }
-        let kept = |pending: &HashMap<String, Pending>| -> usize {
-            pending.values().map(|p| p.bytes).sum::<usize>() + bytes
+        let pending = Pending {
+            request,
+            arguments,
+            bytes,
+            channel,
+            issued_ms: now_ms(),
+            used: false,
+            order: ISSUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            owner: owner.as_ref().map(Owner::stored),
         };
-        while pending.len() >= MAX_TOKENS
-            || (!pending.is_empty() && kept(&pending) > MAX_KEPT_BYTES)
-        {
-            let oldest = pending
+        if let Some(shared) = &self.shared {
+            // Kept past its life, so that a late or second use is told so.
+            let text = serde_json::to_string(&pending).map_err(|e| e.to_string())?;
+            let name = format!("approval:{token}");
+            shared
+                .put(&name, &text, 2 * self.ttl)
+                .await
+                .map_err(|e| e.to_string())?;
+            return Ok(token);
+        }
+        let mut kept = self.lock();
+        if kept.len() >= MAX_TOKENS {
+            let forget = 2 * self.ttl;
+            kept.retain(|_, p| p.age() < forget);
+        }
+        let weight = |kept: &HashMap<String, Pending>| -> usize {
+            kept.values().map(|p| p.bytes).sum::<usize>() + bytes
+        };
+        while kept.len() >= MAX_TOKENS || (!kept.is_empty() && weight(&kept) > MAX_KEPT_BYTES) {
+            let oldest = kept
                 .iter()
-                .min_by_key(|(_, p)| p.issued)
+                .min_by_key(|(_, p)| p.order)
                 .map(|(t, _)| t.clone());
             match oldest {
-                Some(oldest) => pending.remove(&oldest),
+                Some(oldest) => kept.remove(&oldest),
                 None => break,
             };
         }
-        pending.insert(
-            token.clone(),
-            Pending {
-                request,
-                arguments,
-                bytes,
-                channel,
-                issued: Instant::now(),
-                used: false,
-                owner,
-            },
-        );
+        kept.insert(token.clone(), pending);
         Ok(token)
     }
 
     /// `approve_plan`: the plan behind `token`, once, when `steps` (and `inputs`, when the
     /// plan has any) repeat what was asked. A mismatch leaves the token good, so the model
     /// can send them again.
-    pub fn redeem_steps(
+    pub async fn redeem_steps(
         &self,
         token: &str,
         steps: &Value,
         inputs: Option<&Value>,
         owner: Option<Owner>,
     ) -> Result<(Request, Value), TokenError> {
-        self.redeem(token, Channel::Model, owner, |request, _| {
+        self.redeem(token, Channel::Model, owner, |request| {
             if let Some(why) = mismatch(&request.steps, steps) {
                 return Err(TokenError::Mismatch(why));
             }
@@ -169,47 +211,78 @@ impl Tokens {
             }
             Ok(())
         })
+        .await
     }
 
     /// A host's retry: the request behind `token`, once, when the plan it resent is the
     /// one approval was asked for (same digest).
-    pub fn redeem_digest(
+    pub async fn redeem_digest(
         &self,
         token: &str,
         digest: &str,
         owner: Option<Owner>,
     ) -> Result<Request, TokenError> {
-        self.redeem(token, Channel::Host, owner, |request, _| {
+        self.redeem(token, Channel::Host, owner, |request| {
             if request.digest == digest {
                 Ok(())
             } else {
                 Err(TokenError::OtherPlan)
             }
         })
+        .await
         .map(|(request, _)| request)
     }
 
-    fn redeem(
+    async fn redeem(
         &self,
         token: &str,
         channel: Channel,
         owner: Option<Owner>,
-        check: impl FnOnce(&Request, &Value) -> Result<(), TokenError>,
+        check: impl FnOnce(&Request) -> Result<(), TokenError>,
     ) -> Result<(Request, Value), TokenError> {
-        let mut pending = self.lock();
-        // Another session's token is as unknown here as a made-up one.
-        let entry = pending
+        let owner = owner.as_ref().map(Owner::stored);
+        // Another owner's token is as unknown here as a made-up one.
+        let ours = |p: &Pending| p.channel == channel && p.owner == owner;
+        let ttl = self.ttl;
+        let usable = |p: &Pending| {
+            let age = p.age();
+            if age > ttl {
+                return Err(TokenError::Expired((age - ttl).as_secs()));
+            }
+            check(&p.request)
+        };
+        if let Some(shared) = &self.shared {
+            let store = |e: crate::state::StoreError| TokenError::Store(e.to_string());
+            let name = format!("approval:{token}");
+            let text = shared.get(&name).await.map_err(store)?;
+            let pending: Pending = match text.map(|text| serde_json::from_str(&text)) {
+                None => return Err(TokenError::Unknown),
+                Some(Ok(pending)) => pending,
+                Some(Err(e)) => return Err(store(shared.unreadable("an approval", e))),
+            };
+            if !ours(&pending) {
+                return Err(TokenError::Unknown);
+            }
+            let used = format!("{name}:used");
+            if shared.exists(&used).await.map_err(store)? {
+                return Err(TokenError::Used);
+            }
+            usable(&pending)?;
+            // Whichever instance marks it first runs the plan; the others are told it is used.
+            if !shared.put_new(&used, "1", 2 * ttl).await.map_err(store)? {
+                return Err(TokenError::Used);
+            }
+            return Ok((pending.request, pending.arguments));
+        }
+        let mut kept = self.lock();
+        let entry = kept
             .get_mut(token)
-            .filter(|p| p.channel == channel && p.owner == owner)
+            .filter(|p| ours(p))
             .ok_or(TokenError::Unknown)?;
         if entry.used {
             return Err(TokenError::Used);
         }
-        let age = entry.issued.elapsed();
-        if age > self.ttl {
-            return Err(TokenError::Expired((age - self.ttl).as_secs()));
-        }
-        check(&entry.request, &entry.arguments)?;
+        usable(entry)?;
         entry.used = true;
         Ok((entry.request.clone(), std::mem::take(&mut entry.arguments)))
     }
@@ -219,6 +292,14 @@ impl Tokens {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// Now, in ms since the epoch.
+fn now_ms() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A value a model may have sent as JSON text instead of JSON: the parsed value.
@@ -286,36 +367,39 @@ mod tests {
     use crate::approval::fixtures::{request, steps_of};
     use crate::policy::Tier;
 
-    #[test]
-    fn a_token_runs_its_plan_once_with_the_steps_repeated() {
+    #[tokio::test]
+    async fn a_token_runs_its_plan_once_with_the_steps_repeated() {
         let tokens = Tokens::default();
         let asked = request(&[("w", "fs__write", Tier::Write)]);
         let steps = steps_of(&asked);
         let token = tokens
             .issue(asked.clone(), json!({"plan": 1}), Channel::Model, None)
+            .await
             .unwrap_or_default();
         assert!(token.starts_with("pa_") && token.len() == 35, "{token}");
         assert_eq!(
-            tokens.redeem_steps("pa_nope", &steps, None, None),
+            tokens.redeem_steps("pa_nope", &steps, None, None).await,
             Err(TokenError::Unknown)
         );
         // A host token is not the model's to redeem, and the other way round.
         assert_eq!(
-            tokens.redeem_digest(&token, &asked.digest, None),
+            tokens.redeem_digest(&token, &asked.digest, None).await,
             Err(TokenError::Unknown)
         );
         let mut changed = steps.clone();
         changed[0]["args"]["path"] = json!("/etc/passwd");
         assert_eq!(
-            tokens.redeem_steps(&token, &changed, None, None),
+            tokens.redeem_steps(&token, &changed, None, None).await,
             Err(TokenError::Mismatch("step 'w' differs in 'args'".into()))
         );
         assert!(matches!(
-            tokens.redeem_steps(&token, &json!([]), None, None),
+            tokens.redeem_steps(&token, &json!([]), None, None).await,
             Err(TokenError::Mismatch(_))
         ));
         assert!(matches!(
-            tokens.redeem_steps(&token, &steps, Some(&json!({"x": 1})), None),
+            tokens
+                .redeem_steps(&token, &steps, Some(&json!({"x": 1})), None)
+                .await,
             Err(TokenError::Mismatch(_))
         ));
         // Repeated as JSON text, and with 420.0 written back as 420: the same steps.
@@ -324,42 +408,50 @@ mod tests {
             .replace("420.0", "420");
         let (got, arguments) = tokens
             .redeem_steps(&token, &Value::String(text), None, None)
+            .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got, asked);
         assert_eq!(arguments, json!({"plan": 1}));
         assert_eq!(
-            tokens.redeem_steps(&token, &steps, None, None),
+            tokens.redeem_steps(&token, &steps, None, None).await,
             Err(TokenError::Used)
         );
     }
 
-    #[test]
-    fn a_host_token_is_bound_to_the_plan_digest_and_expires() {
+    #[tokio::test]
+    async fn a_host_token_is_bound_to_the_plan_digest_and_expires() {
         let tokens = Tokens::with_ttl(Duration::ZERO);
         let asked = request(&[("rm", "fs__rm", Tier::Destructive)]);
         let token = tokens
             .issue(asked.clone(), Value::Null, Channel::Host, None)
+            .await
             .unwrap_or_default();
         std::thread::sleep(Duration::from_millis(5));
         assert!(matches!(
-            tokens.redeem_digest(&token, &asked.digest, None),
+            tokens.redeem_digest(&token, &asked.digest, None).await,
             Err(TokenError::Expired(_))
         ));
         let tokens = Tokens::default();
         let token = tokens
             .issue(asked.clone(), Value::Null, Channel::Host, None)
+            .await
             .unwrap_or_default();
         assert_eq!(
-            tokens.redeem_digest(&token, &digest(&json!({"other": true})), None),
+            tokens
+                .redeem_digest(&token, &digest(&json!({"other": true})), None)
+                .await,
             Err(TokenError::OtherPlan)
         );
-        assert_eq!(tokens.redeem_digest(&token, &asked.digest, None), Ok(asked));
+        assert_eq!(
+            tokens.redeem_digest(&token, &asked.digest, None).await,
+            Ok(asked)
+        );
     }
 
     /// Over HTTP a token is redeemed only in the session it was handed to: in another,
     /// it is as unknown as a made-up one, and stays good for its own.
-    #[test]
-    fn a_token_is_redeemed_only_by_its_session() {
+    #[tokio::test]
+    async fn a_token_is_redeemed_only_by_its_session() {
         let tokens = Tokens::default();
         let asked = request(&[("w", "fs__write", Tier::Write)]);
         let token = tokens
@@ -369,17 +461,19 @@ mod tests {
                 Channel::Model,
                 Some(Owner::Session(1)),
             )
+            .await
             .unwrap_or_default();
         let steps = steps_of(&asked);
         for other in [Some(Owner::Session(2)), None] {
             assert_eq!(
-                tokens.redeem_steps(&token, &steps, None, other),
+                tokens.redeem_steps(&token, &steps, None, other).await,
                 Err(TokenError::Unknown)
             );
         }
         assert!(
             tokens
                 .redeem_steps(&token, &steps, None, Some(Owner::Session(1)))
+                .await
                 .is_ok()
         );
         let host = tokens
@@ -389,31 +483,40 @@ mod tests {
                 Channel::Host,
                 Some(Owner::Session(1)),
             )
+            .await
             .unwrap_or_default();
         assert_eq!(
-            tokens.redeem_digest(&host, &asked.digest, Some(Owner::Session(2))),
+            tokens
+                .redeem_digest(&host, &asked.digest, Some(Owner::Session(2)))
+                .await,
             Err(TokenError::Unknown)
         );
         assert!(
             tokens
                 .redeem_digest(&host, &asked.digest, Some(Owner::Session(1)))
+                .await
                 .is_ok()
         );
     }
 
-    #[test]
-    fn tokens_are_bounded_and_the_oldest_go_first() {
+    #[tokio::test]
+    async fn tokens_are_bounded_and_the_oldest_go_first() {
         let tokens = Tokens::default();
         let asked = request(&[("w", "fs__write", Tier::Write)]);
         let first = tokens
             .issue(asked.clone(), Value::Null, Channel::Model, None)
+            .await
             .unwrap_or_default();
         for _ in 0..MAX_TOKENS {
-            let _ = tokens.issue(asked.clone(), Value::Null, Channel::Model, None);
+            let _ = tokens
+                .issue(asked.clone(), Value::Null, Channel::Model, None)
+                .await;
         }
         assert_eq!(tokens.lock().len(), MAX_TOKENS);
         assert_eq!(
-            tokens.redeem_steps(&first, &steps_of(&asked), None, None),
+            tokens
+                .redeem_steps(&first, &steps_of(&asked), None, None)
+                .await,
             Err(TokenError::Unknown)
         );
     }

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use super::{Report, Signal};
 use crate::config::Config;
 use crate::http::HttpOptions;
+use crate::state::Shared;
 use crate::wire::LineTransport;
 
 /// `planmux serve`: over stdio, the only thing on stdout is the MCP wire.
@@ -17,7 +18,8 @@ pub async fn stdio(config: &Config, signal: Signal) -> Report {
 async fn serve_stdio(config: &Config, signal: Signal) -> anyhow::Result<()> {
     let (read, write) = crate::pipes::host_stdio().context("cannot open stdin")?;
     let transport = LineTransport::blocking(read, write, config.proxy.wire, "the host");
-    crate::serve::serve(config, transport, signal())
+    let store = Shared::open(&config.state)?;
+    crate::serve::serve(config, store, transport, signal())
         .await
         .context("MCP handshake with the host failed")
 }

@@ -136,6 +136,14 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [http]: key 'rate_limit': '10/day' is not a rate: write N/s, N/min or N/h (N at least 1), e.g. \"120/min\"",
         ),
         (
+            "[state]\nstore = \"postgres://u:pw@db\"",
+            "servers.toml: [state]: key 'store': 'postgres:' is not a Redis URL's scheme (redis: or rediss: for TLS): write \"memory\" or a Redis URL such as \"redis://127.0.0.1:6379\"",
+        ),
+        (
+            "[state]\nstore = \"redis://${NO_SUCH_VAR}@cache\"",
+            "servers.toml: [state]: key 'store': environment variable 'NO_SUCH_VAR' is not set (write $$ for a literal $)",
+        ),
+        (
             "[http.auth]\nissuer = \"http://idp.example.com\"\naudience = \"https://pm.example.com/mcp\"",
             "servers.toml: [http.auth]: key 'issuer': must be an https URL (http only on a loopback address)",
         ),

@@ -30,6 +30,16 @@ pub(super) struct ServersToml {
     /// What each caller may see and call: the first rule whose `who` matches applies;
     /// a caller no rule matches gets nothing.
     pub(super) access: Option<Vec<Section<Access>>>,
+    /// Where approval tokens, run records and rate counts live.
+    pub(super) state: Option<Section<State>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct State {
+    /// "memory" (the default: this process only) or a Redis URL ("redis://host:6379",
+    /// "rediss://…" over TLS, `${VAR}` expanded) that several instances share.
+    pub(super) store: Option<Text>,
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -1,14 +1,27 @@
-//! The last runs' records, kept in memory for `planmux://runs/{run_id}`, each listed and
-//! readable only by the host session that ran it (over HTTP, sessions do not see each
-//! other's). A run with no session (a stateless HTTP request's) is listed to no one and
-//! read by its id alone, which cannot be guessed.
+//! The last runs' records for `planmux://runs/{run_id}`, each listed and readable only by
+//! its owner: the host session that ran it, or a verified caller across its sessions (over
+//! HTTP, sessions do not see each other's). A run with no owner (a stateless HTTP
+//! request's without an identity) is listed to no one and read by its id alone, which
+//! cannot be guessed.
+//!
+//! In this process by default; with a shared store (`[state] store`, `state.rs`) every
+//! instance writes there, so a caller reads its run on whichever instance it reaches.
+//! There each owner's last `kept_runs` are listed, and a record is kept for
+//! [`SHARED_RUN_TTL`].
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
 
 use super::RunRecord;
 use crate::config::{DEFAULT_KEPT_RUN_BYTES, DEFAULT_KEPT_RUNS};
 use crate::identity::Owner;
+use crate::state::{Shared, StoreError};
+
+/// How long a shared store keeps a run record.
+pub const SHARED_RUN_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// The most recent run records, oldest dropped first.
 pub struct RunStore {
@@ -16,6 +29,16 @@ pub struct RunStore {
     /// How many are kept, and how much they may weigh together.
     most: usize,
     bytes: usize,
+    /// Where they are kept when several instances share them.
+    shared: Option<Shared>,
+}
+
+/// A kept run as a list shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Listed {
+    pub run_id: String,
+    /// Its status, size, time and goal in a line.
+    pub description: String,
 }
 
 impl Default for RunStore {
@@ -38,12 +61,27 @@ impl Kept {
     fn listed_to(&self, viewer: Option<&Owner>) -> bool {
         self.owner.is_some() && self.owner.as_ref() == viewer
     }
+}
 
-    /// Whether `viewer`, knowing its id, may read it: its owner, or anyone who was given
-    /// the id of a run with no owner.
-    fn readable_by(&self, viewer: Option<&Owner>) -> bool {
-        self.owner.is_none() || self.owner.as_ref() == viewer
-    }
+/// Whether `viewer`, knowing its id, may read a run of `owner`'s: its owner, or anyone
+/// who was given the id of a run with no owner.
+fn readable_by<T: PartialEq>(owner: Option<&T>, viewer: Option<&T>) -> bool {
+    owner.is_none() || owner == viewer
+}
+
+/// A run in a line: its status, size, time and goal.
+pub fn describe(run: &RunRecord) -> String {
+    let goal = run
+        .goal
+        .as_deref()
+        .map(|g| format!(": {g}"))
+        .unwrap_or_default();
+    format!(
+        "{} plan, {}, {} ms{goal}",
+        run.status.as_str(),
+        crate::text::count(run.steps.len(), "step"),
+        run.duration_ms.round(),
+    )
 }
 
 impl RunStore {
@@ -54,14 +92,27 @@ impl RunStore {
             runs: Mutex::default(),
             most,
             bytes,
+            shared: None,
         }
     }
 
-    /// Keeps a record of `owner`'s, dropping the oldest beyond the store's bounds.
-    pub fn insert(&self, record: Arc<RunRecord>, owner: Option<Owner>) {
+    /// The same store, kept in `shared` when there is one (each owner's last `most`).
+    pub fn kept_in(self, shared: Option<Shared>) -> Self {
+        Self { shared, ..self }
+    }
+
+    /// Keeps a record of `owner`'s, dropping the oldest beyond the store's bounds. A
+    /// shared store that cannot take it is logged: the run has happened all the same.
+    pub async fn insert(&self, record: Arc<RunRecord>, owner: Option<Owner>) {
+        if let Some(shared) = &self.shared {
+            if let Err(error) = self.share(shared, &record, owner.as_ref()).await {
+                tracing::warn!(run = %record.run_id, %error, "run record not kept");
+            }
+            return;
+        }
         let (most, bytes) = (self.most, self.bytes);
         let size = serde_json::to_vec(&*record).map_or(0, |json| json.len());
-        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut runs = self.lock();
         runs.push_back(Kept {
             record,
             owner,
@@ -75,22 +126,93 @@ impl RunStore {
         }
     }
 
-    /// A record by run id, if `viewer` may see it.
-    pub fn get(&self, run_id: &str, viewer: Option<Owner>) -> Option<Arc<RunRecord>> {
-        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.iter()
-            .find(|kept| kept.record.run_id == run_id && kept.readable_by(viewer.as_ref()))
-            .map(|kept| kept.record.clone())
+    /// Writes `record` to the shared store, and lists it to its owner.
+    async fn share(
+        &self,
+        shared: &Shared,
+        record: &RunRecord,
+        owner: Option<&Owner>,
+    ) -> Result<(), StoreError> {
+        let owner = owner.map(Owner::stored);
+        let kept = json!({"owner": owner, "record": record}).to_string();
+        shared
+            .put(&format!("run:{}", record.run_id), &kept, SHARED_RUN_TTL)
+            .await?;
+        if let Some(owner) = owner {
+            let listed = Listed {
+                run_id: record.run_id.clone(),
+                description: describe(record),
+            };
+            let item = serde_json::to_string(&listed).unwrap_or_default();
+            shared
+                .push_front(&format!("runs:{owner}"), &item, self.most, SHARED_RUN_TTL)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The record of run `run_id` as JSON text, if it is kept and `viewer` may read it.
+    pub async fn read(
+        &self,
+        run_id: &str,
+        viewer: Option<Owner>,
+    ) -> Result<Option<String>, StoreError> {
+        let Some(shared) = &self.shared else {
+            let runs = self.lock();
+            let found = runs.iter().find(|kept| {
+                kept.record.run_id == run_id && readable_by(kept.owner.as_ref(), viewer.as_ref())
+            });
+            return Ok(found.and_then(|kept| serde_json::to_string_pretty(&*kept.record).ok()));
+        };
+        let Some(text) = shared.get(&format!("run:{run_id}")).await? else {
+            return Ok(None);
+        };
+        let mut kept: Value =
+            serde_json::from_str(&text).map_err(|e| shared.unreadable("a run record", e))?;
+        let owner = kept.get("owner").and_then(Value::as_str).map(str::to_owned);
+        let viewer = viewer.as_ref().map(Owner::stored);
+        if !readable_by(owner.as_ref(), viewer.as_ref()) {
+            return Ok(None);
+        }
+        let record = kept.get_mut("record").map(Value::take).unwrap_or_default();
+        Ok(serde_json::to_string_pretty(&record).ok())
     }
 
     /// Every kept record of `viewer`'s, newest first.
-    pub fn list(&self, viewer: Option<Owner>) -> Vec<Arc<RunRecord>> {
-        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.iter()
-            .rev()
-            .filter(|kept| kept.listed_to(viewer.as_ref()))
-            .map(|kept| kept.record.clone())
-            .collect()
+    pub async fn list(&self, viewer: Option<Owner>) -> Result<Vec<Listed>, StoreError> {
+        let Some(shared) = &self.shared else {
+            let runs = self.lock();
+            let listed = runs
+                .iter()
+                .rev()
+                .filter(|kept| kept.listed_to(viewer.as_ref()));
+            return Ok(listed
+                .map(|kept| Listed {
+                    run_id: kept.record.run_id.clone(),
+                    description: describe(&kept.record),
+                })
+                .collect());
+        };
+        let Some(viewer) = viewer else {
+            return Ok(Vec::new());
+        };
+        let items = shared.list(&format!("runs:{}", viewer.stored())).await?;
+        // A record past its time is dropped from the list when it is read.
+        let names: Vec<String> = (items.iter())
+            .filter_map(|item| serde_json::from_str::<Listed>(item).ok())
+            .map(|listed| format!("run:{}", listed.run_id))
+            .collect();
+        let present = shared.get_all(&names).await?;
+        Ok(items
+            .iter()
+            .filter_map(|item| serde_json::from_str::<Listed>(item).ok())
+            .zip(present)
+            .filter_map(|(listed, record)| record.map(|_| listed))
+            .collect())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Kept>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -117,65 +239,68 @@ mod tests {
         })
     }
 
-    fn ids(store: &RunStore) -> Vec<String> {
-        store
+    async fn ids(store: &RunStore) -> Vec<String> {
+        let listed = store
             .list(Some(Owner::Session(1)))
-            .iter()
-            .map(|r| r.run_id.clone())
-            .collect()
+            .await
+            .unwrap_or_default();
+        listed.into_iter().map(|r| r.run_id).collect()
     }
 
-    #[test]
-    fn keeps_the_newest_runs_within_count_and_bytes() {
+    /// Whether `viewer` reads run `id`.
+    async fn reads(store: &RunStore, id: &str, viewer: Option<Owner>) -> bool {
+        store.read(id, viewer).await.ok().flatten().is_some()
+    }
+
+    #[tokio::test]
+    async fn keeps_the_newest_runs_within_count_and_bytes() {
         let store = RunStore::new(3, usize::MAX);
         for i in 0..5 {
-            store.insert(record(&i.to_string(), 10), Some(Owner::Session(1)));
+            store
+                .insert(record(&i.to_string(), 10), Some(Owner::Session(1)))
+                .await;
         }
-        assert_eq!(ids(&store), ["4", "3", "2"]);
-        assert!(
-            store.get("1", Some(Owner::Session(1))).is_none()
-                && store.get("3", Some(Owner::Session(1))).is_some()
-        );
+        assert_eq!(ids(&store).await, ["4", "3", "2"]);
+        assert!(!reads(&store, "1", Some(Owner::Session(1))).await);
+        assert!(reads(&store, "3", Some(Owner::Session(1))).await);
 
         let store = RunStore::new(10, 1200);
-        store.insert(record("a", 400), Some(Owner::Session(1)));
-        store.insert(record("b", 400), Some(Owner::Session(1)));
-        store.insert(record("c", 400), Some(Owner::Session(1)));
+        for id in ["a", "b", "c"] {
+            store.insert(record(id, 400), Some(Owner::Session(1))).await;
+        }
         assert_eq!(
-            ids(&store),
+            ids(&store).await,
             ["c", "b"],
             "a third ~550-byte record does not fit in 1200"
         );
-        store.insert(record("huge", 5000), Some(Owner::Session(1)));
+        store
+            .insert(record("huge", 5000), Some(Owner::Session(1)))
+            .await;
         assert_eq!(
-            ids(&store),
+            ids(&store).await,
             ["huge"],
             "the newest is kept even alone over budget"
         );
     }
 
-    #[test]
-    fn a_sessions_runs_are_its_own() {
+    #[tokio::test]
+    async fn a_sessions_runs_are_its_own() {
         let store = RunStore::default();
-        store.insert(record("a1", 1), Some(Owner::Session(1)));
-        store.insert(record("b1", 1), Some(Owner::Session(2)));
-        store.insert(record("cli", 1), None);
-        let seen = |viewer| -> Vec<String> {
-            store
-                .list(viewer)
-                .iter()
-                .map(|r| r.run_id.clone())
-                .collect()
+        store.insert(record("a1", 1), Some(Owner::Session(1))).await;
+        store.insert(record("b1", 1), Some(Owner::Session(2))).await;
+        store.insert(record("cli", 1), None).await;
+        let seen = async |viewer| -> Vec<String> {
+            let listed = store.list(viewer).await.unwrap_or_default();
+            listed.into_iter().map(|r| r.run_id).collect()
         };
-        assert_eq!(seen(Some(Owner::Session(1))), ["a1"]);
-        assert_eq!(seen(Some(Owner::Session(2))), ["b1"]);
-        assert!(store.get("b1", Some(Owner::Session(1))).is_none());
-        assert!(store.get("b1", Some(Owner::Session(2))).is_some());
+        assert_eq!(seen(Some(Owner::Session(1))).await, ["a1"]);
+        assert_eq!(seen(Some(Owner::Session(2))).await, ["b1"]);
+        assert!(!reads(&store, "b1", Some(Owner::Session(1))).await);
+        assert!(reads(&store, "b1", Some(Owner::Session(2))).await);
         // A run with no session is listed to no one, and read by its id alone.
-        assert!(seen(None).is_empty());
-        assert!(
-            store.get("cli", Some(Owner::Session(1))).is_some() && store.get("cli", None).is_some()
-        );
-        assert!(store.get("a1", None).is_none());
+        assert!(seen(None).await.is_empty());
+        assert!(reads(&store, "cli", Some(Owner::Session(1))).await);
+        assert!(reads(&store, "cli", None).await);
+        assert!(!reads(&store, "a1", None).await);
     }
 }

@@ -149,8 +149,7 @@ impl Held {
         self.running.drive(downstreams);
         // Random as a run's id is; sealed, so only planmux's own opens a hold.
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let state = sealed::seal(&id, &bound(&self.tool))
-            .ok_or_else(|| ErrorData::internal_error("planmux could not seal its state", None))?;
+        let state = sealed::seal(&id, &bound(&self.tool))?;
         let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
         held.retain(|_, hold| hold.since.elapsed() < sealed::STATE_TTL);
         self.since = Instant::now();

@@ -157,7 +157,10 @@ impl Upstream {
         let inputs = arguments.get("inputs");
         let owner = Caller::of(context, &self.session).owner();
         let tokens = &self.runner.tokens;
-        let (asked, plan) = match tokens.redeem_steps(token, &steps, inputs, owner.clone()) {
+        let (asked, plan) = match tokens
+            .redeem_steps(token, &steps, inputs, owner.clone())
+            .await
+        {
             Ok(found) => found,
             Err(refused) => return tool_error(format!("{refused}; nothing ran")).into(),
         };
@@ -203,6 +206,7 @@ impl Upstream {
                 .runner
                 .tokens
                 .redeem_digest(&state, &asked.digest, owner)
+                .await
                 .map_err(|refused| tool_error(format!("{refused}; nothing ran")))?;
             if approved.steps != asked.steps || approved.inputs != asked.inputs {
                 return Err(tool_error(
@@ -240,6 +244,7 @@ impl Upstream {
                     .runner
                     .tokens
                     .issue(asked, Value::Null, Channel::Host, owner)
+                    .await
                     .map_err(|e| tool_error(format!("{e}; nothing ran")))?;
                 let request = InputRequest::Elicitation(ElicitRequest::new(params));
                 let requests = InputRequests::from([(APPROVAL_KEY.to_owned(), request)]);
@@ -262,6 +267,7 @@ impl Upstream {
             .runner
             .tokens
             .issue(asked.clone(), arguments, Channel::Model, owner)
+            .await
             .map_err(|e| tool_error(format!("{e}; nothing ran")))?;
         Err(needs_approval(&asked, &token, expires_in_s).into())
     }

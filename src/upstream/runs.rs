@@ -26,28 +26,28 @@ pub(super) fn template() -> ResourceTemplate {
 }
 
 impl Upstream {
-    /// The records the session of `context` may read, as resources.
-    pub(super) fn run_resources(&self, context: &RequestContext<RoleServer>) -> Vec<Resource> {
-        self.runner
-            .runs
-            .list(self.viewer(context))
-            .iter()
+    /// The records the caller of `context` may read, as resources. A shared store that
+    /// cannot be reached lists none of them (the servers' resources are listed all the
+    /// same); reading one says why.
+    pub(super) async fn run_resources(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Vec<Resource> {
+        let listed = match self.runner.runs.list(self.viewer(context)).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::warn!(%error, "run records not listed");
+                return Vec::new();
+            }
+        };
+        listed
+            .into_iter()
             .map(|run| {
-                let goal = run
-                    .goal
-                    .as_deref()
-                    .map(|g| format!(": {g}"))
-                    .unwrap_or_default();
                 let mut resource = Resource::new(
                     format!("{RUNS_URI}{}", run.run_id),
                     format!("run {}", run.run_id),
                 )
-                .with_description(format!(
-                    "{} plan, {}, {} ms{goal}",
-                    run.status.as_str(),
-                    crate::text::count(run.steps.len(), "step"),
-                    run.duration_ms.round(),
-                ));
+                .with_description(run.description);
                 resource.mime_type = Some("application/json".into());
                 resource
             })
@@ -55,20 +55,21 @@ impl Upstream {
     }
 
     /// The record of run `id` (at `uri`), if `viewer` may read it and it is kept.
-    pub(super) fn read_run(
+    pub(super) async fn read_run(
         &self,
         id: &str,
         uri: &str,
         viewer: Option<Owner>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let record = self.runner.runs.get(id, viewer).ok_or_else(|| {
+        let text = self.runner.runs.read(id, viewer).await.map_err(|error| {
+            ErrorData::internal_error(format!("run record at '{uri}' not read: {error}"), None)
+        })?;
+        let text = text.ok_or_else(|| {
             ErrorData::resource_not_found(
                 format!("no run record at '{uri}' (only the last runs are kept)"),
                 None,
             )
         })?;
-        let text = serde_json::to_string_pretty(&*record)
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let contents = ResourceContents::text(text, uri).with_mime_type("application/json");
         Ok(complete_read(ReadResourceResult::new(vec![contents])))
     }

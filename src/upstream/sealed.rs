@@ -12,39 +12,134 @@
 //! id planmux did not give out, or gave out to another caller, names no task.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rmcp::ErrorData;
 
 use crate::identity::Owner;
+use crate::state::Shared;
 use rmcp::model::{InputRequiredResult, RequestStateCodec, SealOptions};
 
 /// How long a host may take to answer a server's questions.
 pub const STATE_TTL: Duration = Duration::from_secs(15 * 60);
 
-/// The process's codec: a fresh random key each start (a state outlives no restart).
-fn codec() -> Option<&'static RequestStateCodec> {
-    static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
-    CODEC
-        .get_or_init(|| {
-            let mut key = [0u8; 32];
-            getrandom::fill(&mut key).ok()?;
-            RequestStateCodec::try_new(key.to_vec()).ok()
-        })
-        .as_ref()
+/// Whether the key is the shared store's (`[state] store`): then nothing is sealed or
+/// opened with another until it has been read from there.
+static KEY_IS_SHARED: AtomicBool = AtomicBool::new(false);
+/// The shared store's key (as hex, and its codec), once read.
+static SHARED_KEY: OnceLock<(String, RequestStateCodec)> = OnceLock::new();
+
+/// The codec in force: the shared store's key when there is a store (so that what one
+/// instance sealed, another opens), else a fresh random key each start (a state outlives
+/// no restart). `Err` says why there is none.
+fn codec() -> Result<&'static RequestStateCodec, &'static str> {
+    static OWN: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
+    if KEY_IS_SHARED.load(Ordering::Acquire) {
+        return SHARED_KEY
+            .get()
+            .map(|(_, codec)| codec)
+            .ok_or("its key is in the state store, which planmux has not reached yet");
+    }
+    OWN.get_or_init(|| {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).ok()?;
+        RequestStateCodec::try_new(key.to_vec()).ok()
+    })
+    .as_ref()
+    .ok_or("planmux has no random key")
 }
 
-/// `state`, sealed for the host and bound to `tool` (its exported name).
-pub fn seal(state: &str, tool: &str) -> Option<String> {
+/// From now on the key is `store`'s: read there (made by the first instance to ask),
+/// tried again every second while the store cannot be reached. Then written back every
+/// few seconds where it is missing, so a Redis that restarted empty gets the key the
+/// running instances share, not a new one. Runs until the caller, which owns its task,
+/// ends it with the process.
+pub async fn share_key(store: Shared) {
+    KEY_IS_SHARED.store(true, Ordering::Release);
+    let mut unreachable = false;
+    let mut differs = false;
+    loop {
+        let ours = SHARED_KEY.get().map(|(hex, _)| hex.clone());
+        let offer = || {
+            ours.clone().or_else(|| {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).ok()?;
+                Some(key.iter().map(|b| format!("{b:02x}")).collect())
+            })
+        };
+        match store.secret("sealing-key", offer).await {
+            Ok(kept) if SHARED_KEY.get().is_none() => {
+                match decode_hex(&kept).and_then(|key| RequestStateCodec::try_new(key).ok()) {
+                    Some(codec) => {
+                        let _ = SHARED_KEY.set((kept, codec));
+                        tracing::info!(
+                            store = store.label(),
+                            "sealing key read from the state store"
+                        );
+                    }
+                    None => {
+                        let error = store.unreadable("a sealing key", "not 32 bytes of hex");
+                        tracing::error!(%error, "nothing can be sealed for hosts");
+                    }
+                }
+                unreachable = false;
+            }
+            Ok(kept) => {
+                if ours.as_deref() != Some(kept.as_str()) && !differs {
+                    tracing::error!(
+                        store = store.label(),
+                        "the state store holds another sealing key than this instance's (it lost its data while another instance started?): what one instance seals for hosts, others refuse; restart the instances"
+                    );
+                }
+                differs = ours.as_deref() != Some(kept.as_str());
+                unreachable = false;
+            }
+            Err(error) => {
+                if !unreachable {
+                    tracing::warn!(%error, "the state store cannot be reached; retrying every second");
+                }
+                unreachable = true;
+            }
+        }
+        let pause = if SHARED_KEY.get().is_some() && !unreachable {
+            5
+        } else {
+            1
+        };
+        tokio::time::sleep(Duration::from_secs(pause)).await;
+    }
+}
+
+/// Bytes from hex, `None` unless it is 64 hex digits.
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    (hex.len() == 64 && hex.is_ascii())
+        .then(|| {
+            (0..32)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                .collect()
+        })
+        .flatten()
+}
+
+/// `state`, sealed for the host and bound to `tool` (its exported name), or the error
+/// the host reads.
+pub fn seal(state: &str, tool: &str) -> Result<String, ErrorData> {
     let options = SealOptions::new()
         .associated_data(tool.as_bytes())
         .ttl(STATE_TTL);
-    Some(codec()?.seal_with(state.as_bytes(), &options))
+    let codec = codec().map_err(|why| {
+        ErrorData::internal_error(
+            format!("planmux cannot seal its state for the host: {why}"),
+            None,
+        )
+    })?;
+    Ok(codec.seal_with(state.as_bytes(), &options))
 }
 
 /// The server's state in what the host sent back for `tool`, or why it is refused.
 pub fn open(sealed: &str, tool: &str) -> Result<String, String> {
-    let codec = codec().ok_or("planmux has no key to check it with")?;
+    let codec = codec().map_err(|why| format!("planmux cannot check it: {why}"))?;
     let state = codec
         .open_with(sealed, tool.as_bytes())
         .map_err(|e| match e {
@@ -76,9 +171,7 @@ pub fn open_retry(state: &mut Option<String>, bound: &str) -> Result<(), ErrorDa
 /// What a server asked, its state sealed in place for the host and bound to `bound`.
 pub fn seal_asked(asked: &mut InputRequiredResult, bound: &str) -> Result<(), ErrorData> {
     if let Some(state) = asked.request_state.take() {
-        let sealed = seal(&state, bound).ok_or_else(|| {
-            ErrorData::internal_error("planmux cannot seal the server's state", None)
-        })?;
+        let sealed = seal(&state, bound)?;
         asked.request_state = Some(sealed);
     }
     Ok(())
@@ -91,17 +184,23 @@ const TASK: &[u8] = b"task";
 /// exported name) for `owner` (none: whoever holds the id).
 pub fn task_id(tool: &str, task: &str, owner: Option<&Owner>) -> Result<String, ErrorData> {
     let options = SealOptions::new().associated_data(TASK);
-    let owner = owner.map(Owner::to_string);
-    codec()
-        .and_then(|codec| codec.seal_json_with(&(tool, task, owner), &options).ok())
-        .ok_or_else(|| ErrorData::internal_error("planmux cannot seal the task's id", None))
+    let owner = owner.map(Owner::stored);
+    let codec = codec().map_err(|why| {
+        ErrorData::internal_error(format!("planmux cannot seal the task's id: {why}"), None)
+    })?;
+    codec
+        .seal_json_with(&(tool, task, owner), &options)
+        .map_err(|e| {
+            ErrorData::internal_error(format!("planmux cannot seal the task's id: {e}"), None)
+        })
 }
 
 /// The tool whose call made the task the host names `id`, and the server's id for it,
 /// when `viewer` may follow it (its owner's, or anyone's when it has none).
 pub fn open_task_id(id: &str, viewer: Option<&Owner>) -> Result<(String, String), ErrorData> {
-    let viewer = viewer.map(Owner::to_string);
+    let viewer = viewer.map(Owner::stored);
     codec()
+        .ok()
         .and_then(|codec| {
             codec
                 .open_json_with::<(String, String, Option<String>)>(id, TASK)

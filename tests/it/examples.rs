@@ -431,3 +431,111 @@ fn run_asks_on_a_terminal() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// deploy/ (README "Running planmux for a team"): the compose file and the Kubernetes
+/// manifests each run at least two `--stateless` instances reading deploy/servers.toml,
+/// on the Redis they define, behind one balancer; and that file is a valid config with the
+/// environment they give it: the team front, its rate and the shared store.
+#[test]
+fn the_team_deployment_runs_stateless_instances_on_its_redis() -> anyhow::Result<()> {
+    use planmux::config::{Config, StateStore};
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    // YAML read by PyYAML (scripts/install-interop installs python3-yaml).
+    let files = [
+        "compose.yaml",
+        "kubernetes/planmux.yaml",
+        "kubernetes/redis.yaml",
+    ];
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps([list(yaml.safe_load_all(open(f))) for f in sys.argv[1:]]))",
+        ])
+        .args(files.map(|f| deploy.join(f)))
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Value = serde_json::from_slice(&out.stdout)?;
+    let stateless = |args: &Value| {
+        let args: Vec<&str> = args
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        args.starts_with(&["serve", "--http", "0.0.0.0:8765", "--stateless"])
+            && args.ends_with(&["--config", "/config/servers.toml"])
+    };
+
+    let compose = &docs[0][0]["services"];
+    let instances: Vec<&str> = ["planmux-1", "planmux-2"]
+        .into_iter()
+        .filter(|name| stateless(&compose[name]["command"]))
+        .collect();
+    assert_eq!(instances.len(), 2, "{compose}");
+    assert_eq!(
+        compose["planmux-1"]["environment"]["PLANMUX_STATE_STORE"],
+        "redis://redis:6379"
+    );
+    assert!(
+        compose["redis"]["command"]
+            .to_string()
+            .contains("appendonly")
+    );
+    let nginx = std::fs::read_to_string(deploy.join("nginx.conf"))?;
+    for name in instances {
+        assert!(nginx.contains(&format!("server {name}:8765;")), "{nginx}");
+    }
+
+    let kinds = |doc: usize| -> Vec<Value> { docs[doc].as_array().cloned().unwrap_or_default() };
+    let of_kind = |doc: usize, kind: &str| kinds(doc).into_iter().find(|d| d["kind"] == kind);
+    let deployment = of_kind(1, "Deployment").unwrap_or_default();
+    assert!(
+        deployment["spec"]["replicas"].as_u64() >= Some(2),
+        "{deployment}"
+    );
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert!(stateless(&container["args"]), "{container}");
+    let redis = of_kind(2, "Service").unwrap_or_default();
+    assert_eq!(
+        (
+            redis["metadata"]["name"].as_str(),
+            redis["spec"]["ports"][0]["port"].as_u64()
+        ),
+        (Some("redis"), Some(6379))
+    );
+    let kustomization = std::fs::read_to_string(deploy.join("kustomization.yaml"))?;
+    assert!(
+        kustomization.contains("name: planmux-config") && kustomization.contains("- servers.toml")
+    );
+
+    // The config, with the Deployment's environment.
+    let env: std::collections::HashMap<String, String> =
+        (container["env"].as_array().into_iter().flatten())
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?.to_owned(),
+                    e["value"].as_str()?.to_owned(),
+                ))
+            })
+            .collect();
+    let text = std::fs::read_to_string(deploy.join("servers.toml"))?;
+    let config = Config::parse(&text, "deploy/servers.toml", &deploy, &|name| {
+        env.get(name).cloned()
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(
+        config.state,
+        StateStore::Redis {
+            url: planmux::config::Secret("redis://redis:6379".into()),
+            label: "redis://redis:6379/0".into()
+        }
+    );
+    assert!(
+        config.http.auth.is_some() && config.http.rate_limit.is_some() && !config.access.is_empty()
+    );
+    Ok(())
+}

@@ -321,7 +321,7 @@ fn mutated_plans_always_get_an_answer_and_planmux_keeps_serving() -> R {
     let server = runtime.spawn(async move {
         let transport =
             planmux::wire::LineTransport::new(read, write, config.proxy.wire, "the host");
-        planmux::serve::serve(&config, transport, std::future::pending()).await
+        planmux::serve::serve(&config, None, transport, std::future::pending()).await
     });
     // The client reads with planmux's own transport: rmcp's drops answers nested deeper
     // than 128, and mutated plans make such answers.

@@ -8,6 +8,8 @@
 //! - The Python SDK (tests/interop/python_http.py) and the TypeScript SDK
 //!   (tests/interop/ts_http.mjs, @modelcontextprotocol/sdk) as remote hosts of
 //!   `planmux serve --http`, and the official conformance suite against it.
+//! - A real identity provider (oidc-provider) in front of the team front (`front_auth`),
+//!   and a real `redis-server` shared by several instances (`shared_state`).
 //!
 //! Prerequisites are installed by `scripts/test` (npm ci --prefix tests/interop, and a
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
@@ -19,6 +21,7 @@ mod oauth;
 mod oauth_keychain;
 mod oauth_link;
 mod real_data;
+mod shared_state;
 mod support;
 mod tasks;
 

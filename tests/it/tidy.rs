@@ -111,7 +111,16 @@ const SPAWNS: &[(&str, &str)] = &[
         "cli/terminal.rs",
         "let asked = tokio::task::spawn_blocking(move || -> anyhow::Result<bool> {",
     ),
-    // Start-up and reload watchers: handles kept and aborted when serving ends.
+    // Start-up and reload watchers, and the keeper of the shared store's sealing key:
+    // handles kept and aborted when serving ends.
+    (
+        "serve.rs",
+        ".map(|store| tokio::spawn(crate::upstream::share_sealing_key(store)));",
+    ),
+    (
+        "http.rs",
+        ".map(|store| tokio::spawn(crate::upstream::share_sealing_key(store)));",
+    ),
     ("serve.rs", "let starting = tokio::spawn({"),
     (
         "serve.rs",

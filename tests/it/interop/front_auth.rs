@@ -22,13 +22,13 @@ const USERS: [(&str, &str, &str); 2] = [
 const TOKEN_TTL: u64 = 3;
 
 /// One oidc-provider on a free port, issuing tokens for `resources`; killed on drop.
-struct Provider {
+pub(super) struct Provider {
     issuer: String,
     _child: tokio::process::Child,
 }
 
 impl Provider {
-    async fn start(resources: &[&str]) -> anyhow::Result<Self> {
+    pub(super) async fn start(resources: &[&str]) -> anyhow::Result<Self> {
         let port = free_port();
         let users: Vec<String> = USERS
             .iter()
@@ -55,7 +55,7 @@ impl Provider {
     }
 
     /// A token of `user` for `resource`.
-    async fn token(&self, user: usize, resource: &str) -> anyhow::Result<String> {
+    pub(super) async fn token(&self, user: usize, resource: &str) -> anyhow::Result<String> {
         let (id, secret, _) = USERS[user];
         let answer: Value = client()
             .post(format!("{}/token", self.issuer))
@@ -76,13 +76,13 @@ impl Provider {
     }
 }
 
-fn client() -> reqwest::Client {
+pub(super) fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
 
 /// Waits (up to 30 s) until `url` answers.
-async fn wait_for(url: &str) -> anyhow::Result<()> {
+pub(super) async fn wait_for(url: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if client()
@@ -127,25 +127,42 @@ async fn serve(
     provider: &Provider,
     extra: &str,
 ) -> anyhow::Result<(tokio::process::Child, tempfile::TempDir)> {
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    serve_for(port, &audience, provider, extra, &[]).await
+}
+
+/// `planmux serve --http` on `port` (with `flags`) with the weather and chaos demos,
+/// taking `provider`'s tokens for `audience`, its config starting with `extra`; killed on
+/// drop (with its folder).
+pub(super) async fn serve_for(
+    port: u16,
+    audience: &str,
+    provider: &Provider,
+    extra: &str,
+    flags: &[&str],
+) -> anyhow::Result<(tokio::process::Child, tempfile::TempDir)> {
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("servers.toml");
-    let url = format!("http://127.0.0.1:{port}/mcp");
     std::fs::write(
         &config,
         format!(
             "{extra}\n[http.auth]\nissuer = {}\naudience = {}\n\n\
              [servers.weather]\nbuiltin = \"weather\"\n\n[servers.chaos]\nbuiltin = \"chaos\"\n",
             toml_str(&provider.issuer),
-            toml_str(&url)
+            toml_str(audience)
         ),
     )?;
+    // Its log, for a test to read (`stderr.log` in its folder).
+    let log = std::fs::File::create(dir.path().join("stderr.log"))?;
     let planmux = tokio::process::Command::new(common::bin())
-        .args(["serve", "--http", &format!("127.0.0.1:{port}"), "--config"])
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .args(flags)
+        .arg("--config")
         .arg(&config)
         .env_remove("PLANMUX_CONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .kill_on_drop(true)
         .spawn()?;
     wait_for(&format!("http://127.0.0.1:{port}/health")).await?;
@@ -153,14 +170,14 @@ async fn serve(
 }
 
 /// A legacy MCP session on planmux's front, opened with a bearer token: raw JSON-RPC.
-struct Session {
+pub(super) struct Session {
     url: String,
     token: String,
     id: String,
 }
 
 impl Session {
-    async fn open(url: &str, token: &str) -> anyhow::Result<Self> {
+    pub(super) async fn open(url: &str, token: &str) -> anyhow::Result<Self> {
         let mut session = Self {
             url: url.to_owned(),
             token: token.to_owned(),
@@ -208,7 +225,7 @@ impl Session {
     }
 
     /// The answer (its `result` or `error`) to `method` with `params`.
-    async fn ask(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+    pub(super) async fn ask(&self, method: &str, params: Value) -> anyhow::Result<Value> {
         let text = self.send(Some(2), method, params).await?.text().await?;
         let line = text
             .lines()
@@ -238,7 +255,7 @@ impl Session {
 }
 
 /// The run records a new session of `token`'s holder lists (`planmux://runs/…`).
-async fn session_runs(url: &str, token: &str) -> anyhow::Result<Vec<String>> {
+pub(super) async fn session_runs(url: &str, token: &str) -> anyhow::Result<Vec<String>> {
     let session = Session::open(url, token).await?;
     let listed = session.ask("resources/list", Value::Null).await?;
     Ok(listed["resources"]

@@ -1,0 +1,233 @@
+//! Several planmux instances on one Redis (`[state] store`, DESIGN §15): a real
+//! `redis-server` (Debian's, started here on a free port), the real identity provider of
+//! `front_auth` (oidc-provider issuing alice's and bob's JWTs for one audience, as behind
+//! a load balancer), and three `planmux serve --http --stateless` instances sharing it.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::front_auth::{Provider, Session, client, serve_for, session_runs};
+use super::support::{free_port, toml_str};
+
+type R = anyhow::Result<()>;
+
+/// The URL every instance is known by (tokens name it in `aud`), as behind one balancer.
+const AUDIENCE: &str = "https://planmux.example.com/mcp";
+
+/// A `redis-server` on `port`, with nothing written to disk; killed on drop.
+struct Redis {
+    port: u16,
+    child: Option<tokio::process::Child>,
+}
+
+impl Redis {
+    async fn start(port: u16) -> anyhow::Result<Self> {
+        let mut redis = Self { port, child: None };
+        redis.restart().await?;
+        Ok(redis)
+    }
+
+    /// Starts it (again), and waits until it answers.
+    async fn restart(&mut self) -> R {
+        let child = tokio::process::Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                anyhow::anyhow!("redis-server (scripts/install-interop installs it): {e}")
+            })?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            anyhow::ensure!(Instant::now() < deadline, "redis-server did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    async fn kill(&mut self) -> R {
+        if let Some(mut child) = self.child.take() {
+            child.kill().await?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes a note after listing the sandbox: the write needs approval.
+fn writing_plan(name: &str) -> Value {
+    json!({"name": "execute_plan", "arguments": {"goal": "save a note", "steps": [
+        {"id": "list", "tool": "files__list_files"},
+        {"id": "save", "tool": "files__write_file",
+         "args": {"path": name, "content": "files: ${list}"}}]}})
+}
+
+/// The approval a `needs_approval` answer carries, as `approve_plan` takes it back.
+fn approval_of(answer: &Value) -> Value {
+    let approval = &answer["structuredContent"]["approval"];
+    json!({"name": "approve_plan", "arguments":
+        {"token": approval["token"], "steps": approval["steps"]}})
+}
+
+/// The text of a tool result (or error) as the model reads it.
+fn said(answer: &Value) -> String {
+    answer.to_string()
+}
+
+/// A POST of `initialize` with `token` to `url`: its status and body.
+async fn knock(url: &str, token: &str) -> anyhow::Result<(u16, String)> {
+    let response = client()
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.unwrap_or_default()))
+}
+
+/// Approval tokens, run records and rates are one team's across instances: a token
+/// handed out by one is redeemed on another, once (a replay is refused on both, another
+/// caller cannot use it); a run made on one is read on another by its owner only; a
+/// caller's rate counts its requests on both. Redis killed: the requests that need it
+/// are refused saying so, the instances keep serving and nothing runs; Redis back: they
+/// work again, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_share_approvals_runs_and_rates_through_redis() -> R {
+    let mut redis = Redis::start(free_port()).await?;
+    let provider = Provider::start(&[AUDIENCE]).await?;
+    let store = format!(
+        "[state]\nstore = {}\n\n[servers.files]\nbuiltin = \"files\"\ncwd = \"sandbox\"\n",
+        toml_str(&format!("redis://127.0.0.1:{}", redis.port))
+    );
+    let limited = format!("[http]\nrate_limit = \"40/min\"\n{store}");
+    let ports = [free_port(), free_port(), free_port()];
+    let url = |i: usize| format!("http://127.0.0.1:{}/mcp", ports[i]);
+    let stateless = ["--stateless"];
+    // a and b count rates; c does not, to show what a store outage does past the rate.
+    let a = serve_for(ports[0], AUDIENCE, &provider, &limited, &stateless).await?;
+    let b = serve_for(ports[1], AUDIENCE, &provider, &limited, &stateless).await?;
+    let c = serve_for(ports[2], AUDIENCE, &provider, &store, &stateless).await?;
+    let alice_token = provider.token(0, AUDIENCE).await?;
+    let bob_token = provider.token(1, AUDIENCE).await?;
+    let alice = async |i: usize| Session::open(&url(i), &alice_token).await;
+    let bob = async |i: usize| Session::open(&url(i), &bob_token).await;
+
+    // An approval asked on a, given on b: the plan runs there, once.
+    let asked = alice(0)
+        .await?
+        .ask("tools/call", writing_plan("a.txt"))
+        .await?;
+    assert_eq!(
+        asked["structuredContent"]["status"], "needs_approval",
+        "{asked}"
+    );
+    let approval = approval_of(&asked);
+    let stolen = bob(1).await?.ask("tools/call", approval.clone()).await?;
+    assert!(
+        said(&stolen).contains("unknown approval token"),
+        "bob used alice's token: {stolen}"
+    );
+    let ran = alice(1).await?.ask("tools/call", approval.clone()).await?;
+    assert_eq!(ran["structuredContent"]["status"], "succeeded", "{ran}");
+    assert!(
+        b.1.path().join("sandbox/a.txt").is_file(),
+        "b ran the write"
+    );
+    for i in [0, 1] {
+        let replay = alice(i).await?.ask("tools/call", approval.clone()).await?;
+        assert!(said(&replay).contains("already used"), "{replay}");
+    }
+    assert!(!a.1.path().join("sandbox/a.txt").exists(), "a ran it too");
+
+    // The run made on b is alice's on a: listed to her, read by her, not by bob.
+    let run_id = ran["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_default();
+    let uri = format!("planmux://runs/{run_id}");
+    let hers = session_runs(&url(0), &alice_token).await?;
+    assert_eq!(hers, std::slice::from_ref(&uri), "alice's runs on a");
+    assert!(session_runs(&url(0), &bob_token).await?.is_empty());
+    let read = |session: Session| {
+        let uri = uri.clone();
+        async move { session.ask("resources/read", json!({"uri": uri})).await }
+    };
+    let record = read(alice(0).await?).await?;
+    assert!(said(&record).contains("files__write_file"), "{record}");
+    let refused = read(bob(0).await?).await?;
+    assert!(said(&refused).contains("no run record"), "{refused}");
+
+    // Bob's rate counts on both: 40 a minute in all, not 40 on each.
+    let (mut admitted, mut limited_on) = (0, [false; 2]);
+    for n in 0..90 {
+        let (status, _) = knock(&url(n % 2), &bob_token).await?;
+        match status {
+            200 => admitted += 1,
+            429 => limited_on[n % 2] = true,
+            other => anyhow::bail!("status {other}"),
+        }
+    }
+    assert!(
+        admitted <= 44 && limited_on == [true, true],
+        "{admitted} admitted, limited on {limited_on:?}"
+    );
+
+    // Redis gone: each request that needs it is refused, naming the store; nothing runs.
+    redis.kill().await?;
+    let named = format!("the state store (redis://127.0.0.1:{}/0)", redis.port);
+    let (status, body) = knock(&url(0), &alice_token).await?;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains(&named) && body.contains("rate_limit"),
+        "{body}"
+    );
+    let on_c = alice(2).await?;
+    let asked = on_c.ask("tools/call", writing_plan("c.txt")).await?;
+    assert!(
+        said(&asked).contains(&named) && said(&asked).contains("nothing ran"),
+        "{asked}"
+    );
+    let refused = on_c.ask("tools/call", approval.clone()).await?;
+    assert!(said(&refused).contains(&named), "{refused}");
+    let unread = read(alice(2).await?).await?;
+    assert!(said(&unread).contains(&named), "{unread}");
+    assert!(!c.1.path().join("sandbox/c.txt").exists());
+    let health = client()
+        .get(format!("http://127.0.0.1:{}/health", ports[0]))
+        .send()
+        .await?;
+    assert!(health.status().is_success(), "a stopped serving");
+
+    // Redis back (empty): the instances use it again, without a restart.
+    redis.restart().await?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while knock(&url(0), &alice_token).await?.0 != 200 {
+        anyhow::ensure!(Instant::now() < deadline, "a never used Redis again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let asked = alice(2)
+        .await?
+        .ask("tools/call", writing_plan("c.txt"))
+        .await?;
+    let ran = alice(0)
+        .await?
+        .ask("tools/call", approval_of(&asked))
+        .await?;
+    assert_eq!(ran["structuredContent"]["status"], "succeeded", "{ran}");
+    assert!(a.1.path().join("sandbox/c.txt").is_file());
+    for (_, dir) in [&a, &b, &c] {
+        let log = std::fs::read_to_string(dir.path().join("stderr.log"))?;
+        assert!(!log.contains("panicked"), "{log}");
+    }
+    Ok(())
+}
