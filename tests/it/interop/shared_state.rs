@@ -231,3 +231,113 @@ async fn instances_share_approvals_runs_and_rates_through_redis() -> R {
     }
     Ok(())
 }
+
+/// A 2026-07-28 tools/call of `params` to `url` (no session), its `_meta` added: the
+/// JSON-RPC answer's `result` or `error`.
+async fn call_2026(url: &str, mut params: Value) -> anyhow::Result<Value> {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}
+    });
+    let name = params["name"].as_str().unwrap_or_default().to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
+    let text = client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .body(body.to_string())
+        .send()
+        .await?
+        .text()
+        .await?;
+    let line = (text.lines())
+        .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+        .find(|l| l.contains("\"id\":5"))
+        .unwrap_or(text.trim());
+    let answer: Value = serde_json::from_str(line).map_err(|e| anyhow::anyhow!("{e}: {text}"))?;
+    Ok(answer
+        .get("result")
+        .or(answer.get("error"))
+        .cloned()
+        .unwrap_or(answer))
+}
+
+/// What planmux hands a host sealed is sealed with the store's key: a 2026-07-28 host's
+/// input round started on one instance (the server's `requestState` sealed by it) ends on
+/// another, both in front of one HTTP server (the conformance fixture, which keeps its
+/// calls' state between rounds); an instance with a key of its own refuses that state.
+/// The instances start before Redis does: until they have read the key they seal
+/// nothing, and say why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_round_started_on_one_instance_ends_on_another() -> R {
+    use super::support::Listening;
+    let mut redis = Redis {
+        port: free_port(),
+        child: None,
+    };
+    let fixture = Listening::start(&["demo", "conformance", "--http"], &[]).await?;
+    let dir = tempfile::tempdir()?;
+    let server = format!(
+        "[servers.conformance]\nurl = {}\nnamespace = false\n",
+        toml_str(&fixture.url())
+    );
+    let shared = dir.path().join("shared.toml");
+    let own = dir.path().join("own.toml");
+    let store = format!("redis://127.0.0.1:{}", redis.port);
+    std::fs::write(
+        &shared,
+        format!("[state]\nstore = {}\n{server}", toml_str(&store)),
+    )?;
+    std::fs::write(&own, &server)?;
+    let start = |config: &std::path::Path| {
+        let config = config.to_string_lossy().into_owned();
+        async move {
+            Listening::start(&["serve", "--http"], &["--stateless", "--config", &config]).await
+        }
+    };
+    let (a, b, apart) = (
+        start(&shared).await?,
+        start(&shared).await?,
+        start(&own).await?,
+    );
+
+    let call = json!({"name": "test_input_required_result_request_state", "arguments": {}});
+    let early = call_2026(&a.url(), call.clone()).await?;
+    assert!(
+        said(&early).contains("its key is in the state store, which planmux has not reached yet"),
+        "{early}"
+    );
+    redis.restart().await?;
+    // The instances read the shared key within a second of Redis answering.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let asked = loop {
+        let asked = call_2026(&a.url(), call.clone()).await?;
+        if asked["resultType"] == "input_required" || Instant::now() > deadline {
+            break asked;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let state = asked["requestState"].clone();
+    assert!(state.is_string(), "{asked}");
+    let mut retry = call.clone();
+    retry["inputResponses"] = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    retry["requestState"] = state;
+    let refused = call_2026(&apart.url(), retry.clone()).await?;
+    assert!(said(&refused).contains("requestState refused"), "{refused}");
+    // b may read the key a moment after a: a retry it cannot check yet is refused, and
+    // nothing reached the server.
+    let answered = loop {
+        let answered = call_2026(&b.url(), retry.clone()).await?;
+        if !said(&answered).contains("not reached yet") || Instant::now() > deadline {
+            break answered;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(said(&answered).contains("state-ok"), "{answered}");
+    Ok(())
+}
