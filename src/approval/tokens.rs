@@ -240,6 +240,11 @@ impl Tokens {
         owner: Option<Owner>,
         check: impl FnOnce(&Request) -> Result<(), TokenError>,
     ) -> Result<(Request, Value), TokenError> {
+        // Nothing planmux issued looks otherwise ("pa_" and 32 hex digits).
+        let hex = token.strip_prefix("pa_").unwrap_or_default();
+        if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(TokenError::Unknown);
+        }
         let owner = owner.as_ref().map(Owner::stored);
         // Another owner's token is as unknown here as a made-up one.
         let ours = |p: &Pending| p.channel == channel && p.owner == owner;

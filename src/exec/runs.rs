@@ -164,6 +164,10 @@ impl RunStore {
             });
             return Ok(found.and_then(|kept| serde_json::to_string_pretty(&*kept.record).ok()));
         };
+        // Run ids are 32 hex digits: anything else names no key of planmux's.
+        if run_id.len() != 32 || !run_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
         let Some(text) = shared.get(&format!("run:{run_id}")).await? else {
             return Ok(None);
         };
