@@ -449,6 +449,15 @@ pub struct Config {
     pub access: Vec<std::sync::Arc<crate::policy::Rule>>,
     /// `[state] store`.
     pub state: StateStore,
+    /// `[telemetry]`.
+    pub telemetry: Telemetry,
+}
+
+/// `[telemetry]`: what planmux tells monitoring.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Telemetry {
+    /// `GET /metrics` on the HTTP front.
+    pub metrics: bool,
 }
 
 /// `[state] store`: where what several instances must share lives.
@@ -551,6 +560,7 @@ impl Config {
             .filter_map(|(i, section)| cx.access(i + 1, section))
             .collect();
         let state = wire.state.and_then(|section| cx.state(section));
+        let telemetry = wire.telemetry.and_then(|section| cx.telemetry(section));
         cx.finish(Config {
             source: file.into(),
             proxy,
@@ -561,6 +571,7 @@ impl Config {
             http: http.unwrap_or_default(),
             access,
             state: state.unwrap_or_default(),
+            telemetry: telemetry.unwrap_or_default(),
         })
     }
 

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod auth;
+mod metrics;
 
 use crate::rate_limit::{Limiter, OverRate};
 use crate::state::Shared;
@@ -150,11 +151,11 @@ pub async fn serve_http(
         // Reached by name from elsewhere: the token guards it, not the Host header.
         rmcp_config = rmcp_config.disable_allowed_hosts();
     }
-    let mcp = StreamableHttpService::new(
-        factory,
-        Arc::new(LocalSessionManager::default()),
-        rmcp_config,
-    );
+    let sessions = Arc::new(LocalSessionManager::default());
+    let mcp = StreamableHttpService::new(factory, sessions.clone(), rmcp_config);
+    if config.telemetry.metrics {
+        crate::metrics::enable();
+    }
     let verifier = config
         .http
         .auth
@@ -172,6 +173,7 @@ pub async fn serve_http(
         limit: Semaphore::new(config.http.max_requests),
         rate: (config.http.rate_limit).map(|rate| Limiter::new(rate).kept_in(store.clone())),
         downstreams: downstreams.clone(),
+        sessions,
         holds_tasks: !options.stateless,
         max_body: config.http.max_body_bytes,
     });
@@ -259,6 +261,8 @@ struct Front {
     /// Requests per caller, when limited.
     rate: Option<Limiter>,
     downstreams: Arc<Downstreams>,
+    /// The sessions open (what `/metrics` counts).
+    sessions: Arc<LocalSessionManager>,
     /// Whether sessions hold a 2025-11-25 host's tasks (not when stateless: each request
     /// stands alone).
     holds_tasks: bool,
@@ -273,6 +277,7 @@ impl Front {
         };
         match request.uri().path() {
             "/health" => self.health(),
+            "/metrics" if crate::metrics::on() => self.metrics(&request).await,
             "/mcp" => {
                 let caller = match self.caller(&request).await {
                     Ok(caller) => caller,

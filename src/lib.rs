@@ -24,6 +24,7 @@ pub mod hosts;
 pub mod http;
 pub mod identity;
 pub(crate) mod lock;
+pub mod metrics;
 pub mod oauth;
 pub(crate) mod pipelines;
 pub(crate) mod pipes;

@@ -56,6 +56,7 @@ pub async fn client(
                 standing,
                 grant: Some(Arc::new(Grant {
                     config: std::sync::Mutex::new(config),
+                    server: server.to_owned(),
                 })),
                 store: None,
                 had_tokens: true,

@@ -3,7 +3,7 @@
 //! restart, tools the lock now pins leave quarantine, a changed `[policy]` is in force
 //! for the next decision, and hosts get `list_changed`. An invalid file is refused with
 //! its error logged, and the running config stays. The other sections (`[proxy]`,
-//! `[http]`, `[state]`, pipelines) need a restart, which the log says; only a server restarted by
+//! `[http]`, `[state]`, `[telemetry]`, pipelines) need a restart, which the log says; only a server restarted by
 //! the reload that takes its limits from `[proxy]` starts with the new ones. The same poll
 //! notices a sign-in made since a server asked for one (`planmux login`).
 
@@ -76,9 +76,12 @@ pub async fn watch(config: Config, downstreams: Arc<Downstreams>, stop: Cancella
             }
         };
         let unchanged = |c: &Config| format!("{:?}{:?}{:?}", c.proxy, c.pipelines, c.http);
-        if unchanged(&next) != unchanged(&running) || next.state != running.state {
+        if unchanged(&next) != unchanged(&running)
+            || next.state != running.state
+            || next.telemetry != running.telemetry
+        {
             tracing::warn!(
-                "[proxy], [http], [state] or pipelines changed: restart planmux to apply them; servers and [policy] are reloaded now (servers that take [proxy] defaults restart with the new ones)"
+                "[proxy], [http], [state], [telemetry] or pipelines changed: restart planmux to apply them; servers and [policy] are reloaded now (servers that take [proxy] defaults restart with the new ones)"
             );
         }
         let done = downstreams.reload(&next).await;

@@ -422,6 +422,7 @@ impl PlanRunner {
         let settings = &self.nesting.settings;
         let record = Arc::new(run(plan, calls, settings, observer, cancel).await);
         self.boards.write(owner.clone(), plan, &record);
+        crate::metrics::plan_ended(&record);
         self.runs.insert(record.clone(), owner).await;
         record
     }

@@ -127,11 +127,13 @@ impl Request {
     /// The user said yes to every step listed: the approval a run carries to the
     /// checkpoint, recorded in the audit trail.
     pub fn approve(&self, policy: &Policy, by: Approver) -> Approval {
+        crate::metrics::approval(crate::metrics::Approval::Granted);
         policy.approve(self.audited(), by, &self.digest)
     }
 
     /// The user said no (or did not answer): recorded in the audit trail.
     pub fn decline(&self, policy: &Policy, by: Approver) {
+        crate::metrics::approval(crate::metrics::Approval::Declined);
         policy.decline(self.audited(), by, &self.digest);
     }
 

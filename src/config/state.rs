@@ -1,11 +1,21 @@
 //! `[state]`: the store is "memory" or a Redis URL, read into a [`StateStore`] whose
-//! label (what logs and errors name) has no credentials.
+//! label (what logs and errors name) has no credentials; and `[telemetry]`, what is told
+//! to monitoring.
 
 use super::read::Section;
 use super::validate::Cx;
-use super::{Secret, StateStore, wire};
+use super::{Secret, StateStore, Telemetry, wire};
 
 impl Cx<'_> {
+    /// `[telemetry]`; `None` once a problem is reported.
+    pub(super) fn telemetry(&self, section: Section<wire::Telemetry>) -> Option<Telemetry> {
+        let s = "[telemetry]";
+        let w = self.accept(section, s, s, "telemetry")?;
+        Some(Telemetry {
+            metrics: w.metrics.is_some_and(|flag| flag.0),
+        })
+    }
+
     /// `[state]`; `None` once a problem is reported.
     pub(super) fn state(&self, section: Section<wire::State>) -> Option<StateStore> {
         let s = "[state]";

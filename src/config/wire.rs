@@ -32,6 +32,15 @@ pub(super) struct ServersToml {
     pub(super) access: Option<Vec<Section<Access>>>,
     /// Where approval tokens, run records and rate counts live.
     pub(super) state: Option<Section<State>>,
+    /// What planmux tells monitoring.
+    pub(super) telemetry: Option<Section<Telemetry>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Telemetry {
+    /// `GET /metrics` on the HTTP front, in Prometheus's text format (default false).
+    pub(super) metrics: Option<Flag>,
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -23,10 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use rmcp::model::ErrorData;
 use serde::Deserialize;
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +40,9 @@ pub(crate) use asked::{Answerer, InputTurn, Modern, Wants};
 mod asked;
 mod legacy_tasks;
 mod params;
+mod reply;
+
+pub use reply::RawReply;
 
 /// How long a failed call waits for the connection's watcher to record why it ended, and
 /// a cancellation notice for a server's queue to take it.
@@ -49,54 +51,6 @@ pub(super) const SETTLE: Duration = Duration::from_secs(1);
 const PREFIX: &str = "planmux-raw-";
 /// How far from a message's end its id is looked for first.
 const ID_AT_END: usize = 128;
-
-/// A server's response line to a raw call, and where its result or error is in it: read
-/// once, never decoded, so the host's answer is spliced from it.
-#[derive(Debug, PartialEq)]
-pub struct RawReply {
-    pub line: Vec<u8>,
-    /// The bytes of `result` (or of `error`, when `is_error`); `None` when it has neither.
-    pub body: Option<Range<usize>>,
-    pub is_error: bool,
-}
-
-impl RawReply {
-    /// The result's or error's JSON text, if the response has one.
-    pub fn body(&self) -> Option<&[u8]> {
-        self.body.clone().map(|range| &self.line[range])
-    }
-
-    /// The result's JSON text, when the response is a result.
-    pub fn result(&self) -> Option<&[u8]> {
-        self.body().filter(|_| !self.is_error)
-    }
-
-    /// The answer of `server` to a `tools/call`, decoded only into JSON: its result, or
-    /// its JSON-RPC error as such.
-    pub(crate) fn tool_result(&self, server: &str) -> Result<Value, DownstreamError> {
-        let protocol = |message: String| DownstreamError::Protocol {
-            server: server.to_owned(),
-            message,
-        };
-        let not_a_result =
-            || protocol("answered tools/call with something that is not a tool result".into());
-        let body = self.body().ok_or_else(not_a_result)?;
-        if self.is_error {
-            let error = crate::wire::decode_checked::<ErrorData>(body).map_err(|e| {
-                protocol(format!("answered tools/call with an unreadable error: {e}"))
-            })?;
-            return Err(DownstreamError::Rpc {
-                server: server.to_owned(),
-                error: Box::new(error),
-            });
-        }
-        // Read off the wire, so nested no deeper than `max_nesting`.
-        match crate::wire::decode_checked::<Value>(body) {
-            Ok(result @ Value::Object(_)) => Ok(result),
-            _ => Err(not_a_result()),
-        }
-    }
-}
 
 /// Where the messages of calls for the host's line go: the passthrough. Called where the
 /// server's messages are read, in wire order; what it returns is written before the next
@@ -160,6 +114,7 @@ struct Waiter {
     sink: Sink,
     /// The tool's name on its server, for errors.
     tool: String,
+    started: Instant,
     deadline: Instant,
     /// Whether its request has left: until then its sender owns its failures (and may send
     /// it again on a new connection), so the sweeper and the connection's end leave it.
@@ -167,6 +122,16 @@ struct Waiter {
     /// A 2026-07-28 server's calls: the request as sent and the server's questions so far
     /// (`asked.rs`).
     turns: Option<Turns>,
+}
+
+impl Waiter {
+    /// Its call on `server` ended, an error when `failed` says so (asked only when
+    /// metrics are on).
+    fn ended(&self, server: &str, failed: impl FnOnce() -> bool) {
+        if crate::metrics::on() {
+            crate::metrics::call_ended(server, &self.tool, self.started.elapsed(), failed());
+        }
+    }
 }
 
 /// The calls waiting, by raw id.
@@ -283,10 +248,12 @@ impl CallTable {
                 .as_task(tool, &mut bytes)
                 .map(|task| Turns::following(&bytes, task)),
         };
+        let started = Instant::now();
         let waiter = Waiter {
             sink,
             tool: tool.to_owned(),
-            deadline: Instant::now() + self.timeout,
+            started,
+            deadline: started + self.timeout,
             written: false,
             turns,
         };
@@ -392,6 +359,9 @@ impl CallTable {
         }
         let body = envelope.result.or(envelope.error).map(span);
         let is_error = envelope.result.is_none() && envelope.error.is_some();
+        waiter.ended(&self.server, || {
+            is_error || reply::marked_error(envelope.result)
+        });
         let reply = RawReply {
             body,
             is_error,
@@ -424,6 +394,7 @@ impl CallTable {
     pub(crate) async fn end(&self, error: impl Fn() -> DownstreamError) {
         self.ended.cancel();
         for (id, waiter) in self.take_written(|_| true) {
+            waiter.ended(&self.server, || true);
             if let Some(forward) = waiter.sink.failed(&id, error()) {
                 let _ = forward.send().await;
             }
@@ -504,7 +475,10 @@ impl LineCall {
     /// Stops waiting for the answer (it is dropped when it comes) and tells the server
     /// why (`reason`, if any), if the call was still waiting. Whether it was.
     pub fn cancel(&self, reason: Option<&str>) -> bool {
-        let waiting = self.table.waiting().calls.remove(&self.id).is_some();
+        let waiter = self.table.waiting().calls.remove(&self.id);
+        let waiting = waiter
+            .inspect(|w| w.ended(&self.table.server, || true))
+            .is_some();
         if waiting {
             self.table.notify_cancelled(&self.id, reason);
         }
@@ -580,6 +554,7 @@ async fn sweep(table: Weak<CallTable>, ended: CancellationToken) {
                 tool: waiter.tool.clone(),
                 after: table.timeout,
             };
+            waiter.ended(&table.server, || true);
             if let Some(forward) = waiter.sink.failed(&id, error) {
                 let _ = forward.send().await;
             }

@@ -56,6 +56,8 @@ impl Standing {
 /// A client-credentials grant: how its token is fetched again.
 pub(super) struct Grant {
     pub(super) config: Mutex<ClientCredentialsConfig>,
+    /// The server it is for (what metrics name).
+    pub(super) server: String,
 }
 
 /// The streamable-HTTP client of a server planmux signs in to.
@@ -87,6 +89,7 @@ impl SignedInClient {
                     .unwrap_or_else(PoisonError::into_inner)
                     .clone();
                 tracing::info!("client-credentials token expired: fetching a new one");
+                crate::metrics::token_refreshed(&grant.server);
                 manager.exchange_client_credentials(&config).await?;
                 Ok(())
             }

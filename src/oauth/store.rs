@@ -410,6 +410,8 @@ impl CredentialStore for Store {
     }
 
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        // rmcp holds the guard across each refresh of the sign-in's token.
+        crate::metrics::token_refreshed(&self.server);
         let store = self.clone();
         let lock = blocking(move || store.lock("refresh.lock")).await?;
         Ok(Some(CredentialRefreshGuard::new(lock)))

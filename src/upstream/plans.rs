@@ -230,6 +230,7 @@ impl Upstream {
                 }
             };
         }
+        crate::metrics::approval(crate::metrics::Approval::Asked);
         if form_elicitation(context) {
             let params = ElicitRequestParams::FormElicitationParams {
                 meta: None,

@@ -16,6 +16,7 @@
 
 mod apps;
 mod front_auth;
+mod metrics;
 mod mrtr;
 mod oauth;
 mod oauth_keychain;

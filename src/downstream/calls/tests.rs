@@ -3,6 +3,8 @@
 use rmcp::RoleClient;
 use tokio::io::{DuplexStream, ReadHalf};
 
+use serde_json::Value;
+
 use super::*;
 use crate::wire::{Limits, LineTransport};
 

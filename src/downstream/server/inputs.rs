@@ -41,13 +41,25 @@ impl Server {
         caller: Option<&Caller>,
         cancel: &CancellationToken,
     ) -> Result<CallToolResponse, DownstreamError> {
-        if self.era() == Era::Legacy && self.fields.runs_only_as_task(&params.name) {
-            return Box::pin(self.call_legacy_task(params, proof, caller, cancel)).await;
+        let started =
+            crate::metrics::on().then(|| (std::time::Instant::now(), params.name.to_string()));
+        let answer = if self.era() == Era::Legacy && self.fields.runs_only_as_task(&params.name) {
+            Box::pin(self.call_legacy_task(params, proof, caller, cancel)).await
+        } else {
+            let declared = caller.and_then(|c| c.capabilities.clone());
+            // On the heap: its rounds and tasks make a large future, which a debug build
+            // would copy along the stack of every caller's.
+            Box::pin(self.call_declaring(params, caller, declared, cancel)).await
+        };
+        if let Some((started, tool)) = started {
+            let failed = match &answer {
+                Ok(CallToolResponse::Complete(result)) => result.is_error == Some(true),
+                Ok(_) => false,
+                Err(_) => true,
+            };
+            crate::metrics::call_ended(&self.config.name, &tool, started.elapsed(), failed);
         }
-        let declared = caller.and_then(|c| c.capabilities.clone());
-        // On the heap: its rounds and tasks make a large future, which a debug build
-        // would copy along the stack of every caller's.
-        Box::pin(self.call_declaring(params, caller, declared, cancel)).await
+        answer
     }
 
     /// [`Self::call`], telling a 2026-07-28 server the client can answer what `declared`

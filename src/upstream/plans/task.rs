@@ -112,6 +112,7 @@ impl Upstream {
         cx: &TaskContext,
     ) -> Result<Result<Arc<Approval>, Instead>, TaskExit> {
         cx.set_status_message("waiting for the user's approval");
+        crate::metrics::approval(crate::metrics::Approval::Asked);
         let params = ElicitRequestParams::FormElicitationParams {
             meta: None,
             message: asked.message(),
