@@ -458,6 +458,8 @@ pub struct Config {
 pub struct Telemetry {
     /// `GET /metrics` on the HTTP front.
     pub metrics: bool,
+    /// Where traces go (OTLP/HTTP), if anywhere.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// `[state] store`: where what several instances must share lives.

@@ -156,6 +156,7 @@ pub async fn serve_http(
     if config.telemetry.metrics {
         crate::metrics::enable();
     }
+    let _traces = crate::traces::start_for(config.telemetry.otlp_endpoint.as_deref());
     let verifier = config
         .http
         .auth

@@ -38,5 +38,6 @@ pub mod state;
 pub(crate) mod task_set;
 pub mod telemetry;
 pub(crate) mod text;
+pub mod traces;
 pub mod upstream;
 pub mod wire;

@@ -21,6 +21,7 @@ use crate::plan::{IssueKind, Limits, PlanIssue, ValidatedPlan, prepare, prepare_
 use crate::policy::{Approval, Approver, Confirm, Grant};
 use crate::state::Shared;
 use crate::task_set::TaskSet;
+use crate::traces::{self, FutureExt as _};
 
 /// How many plans running as tasks are kept (each observable until its time-to-live;
 /// beyond that the oldest is stopped and forgotten).
@@ -420,7 +421,26 @@ impl PlanRunner {
                 .for_caller(caller),
         );
         let settings = &self.nesting.settings;
-        let record = Arc::new(run(plan, calls, settings, observer, cancel).await);
+        let running = run(plan, calls, settings, observer, cancel);
+        let record = Arc::new(match traces::inner("execute_plan".to_owned(), Vec::new()) {
+            None => running.await,
+            Some(cx) => {
+                let record = running.with_context(cx.clone()).await;
+                let attributes = vec![
+                    traces::attribute("planmux.run_id", record.run_id.clone()),
+                    traces::attribute("planmux.status", record.status.as_str()),
+                    traces::attribute(
+                        "planmux.steps",
+                        i64::try_from(record.steps.len()).unwrap_or(i64::MAX),
+                    ),
+                ];
+                // A plan that did not wholly succeed is an error in its trace.
+                let failed = (record.status != crate::exec::RunStatus::Succeeded)
+                    .then(|| format!("the plan {}", record.status.as_str()));
+                traces::end(&cx, attributes, failed);
+                record
+            }
+        });
         self.boards.write(owner.clone(), plan, &record);
         crate::metrics::plan_ended(&record);
         self.runs.insert(record.clone(), owner).await;

@@ -65,6 +65,7 @@ where
             }
         }
     });
+    let _traces = crate::traces::start_for(config.telemetry.otlp_endpoint.as_deref());
     // With a shared store, what is sealed for hosts uses its key: read once it answers.
     let sealing = store
         .clone()

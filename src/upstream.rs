@@ -25,6 +25,7 @@ use session_end::SessionEnd;
 mod sign_in;
 pub mod surface;
 mod tasks;
+mod traced;
 
 use std::sync::Arc;
 
@@ -540,6 +541,17 @@ impl ServerHandler for Upstream {
     }
 
     async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.traced_call(request, context).await
+    }
+}
+
+impl Upstream {
+    /// A host's `tools/call` (`traced.rs` makes it a span when traces are on).
+    async fn call_tool_here(
         &self,
         mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,

@@ -11,8 +11,23 @@ impl Cx<'_> {
     pub(super) fn telemetry(&self, section: Section<wire::Telemetry>) -> Option<Telemetry> {
         let s = "[telemetry]";
         let w = self.accept(section, s, s, "telemetry")?;
+        let otlp_endpoint = match &w.otlp_endpoint {
+            Some(text) => {
+                let endpoint = self.expanded(s, "otlp_endpoint", &text.0)?;
+                match url::Url::parse(&endpoint) {
+                    Ok(url) if matches!(url.scheme(), "http" | "https") => Some(endpoint),
+                    _ => {
+                        let why = "must be an http or https URL, e.g. \"http://collector:4318\"";
+                        self.key_error(s, "otlp_endpoint", why);
+                        return None;
+                    }
+                }
+            }
+            None => None,
+        };
         Some(Telemetry {
             metrics: w.metrics.is_some_and(|flag| flag.0),
+            otlp_endpoint,
         })
     }
 

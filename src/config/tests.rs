@@ -136,6 +136,10 @@ fn config_errors_name_file_section_and_key() {
             "servers.toml: [http]: key 'rate_limit': '10/day' is not a rate: write N/s, N/min or N/h (N at least 1), e.g. \"120/min\"",
         ),
         (
+            "[telemetry]\notlp_endpoint = \"collector:4317\"",
+            "servers.toml: [telemetry]: key 'otlp_endpoint': must be an http or https URL, e.g. \"http://collector:4318\"",
+        ),
+        (
             "[state]\nstore = \"postgres://u:pw@db\"",
             "servers.toml: [state]: key 'store': 'postgres:' is not a Redis URL's scheme (redis: or rediss: for TLS): write \"memory\" or a Redis URL such as \"redis://127.0.0.1:6379\"",
         ),

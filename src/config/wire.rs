@@ -41,6 +41,9 @@ pub(super) struct ServersToml {
 pub(super) struct Telemetry {
     /// `GET /metrics` on the HTTP front, in Prometheus's text format (default false).
     pub(super) metrics: Option<Flag>,
+    /// An OpenTelemetry collector's OTLP/HTTP base URL (traces go to `/v1/traces` under
+    /// it), e.g. "http://collector:4318" (default: no traces).
+    pub(super) otlp_endpoint: Option<Text>,
 }
 
 #[derive(Deserialize, JsonSchema)]

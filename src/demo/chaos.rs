@@ -112,6 +112,11 @@ pub(super) async fn call(
             let mut result = CallToolResult::structured(value.clone());
             let mut meta = MetaObject::new();
             meta.0.insert("planmux-demo/echo".into(), value);
+            // The trace it was called in, when the caller said (SEP-414).
+            if let Some(traceparent) = ctx.meta.get_traceparent() {
+                meta.0
+                    .insert("planmux-demo/traceparent".into(), traceparent.into());
+            }
             result.meta = Some(meta);
             result
         }

@@ -20,6 +20,7 @@ use super::calls::{CallTable, LineCall, RawReply, Sink};
 use super::relay::Caller;
 use super::server::{Server, State};
 use crate::policy::Authorized;
+use crate::traces;
 
 /// Where an exported tool is called: its server, on a line connection (a stdio child or a
 /// built-in server), whether it is up now or not.
@@ -180,6 +181,12 @@ impl LineRoute {
             }
             None => "{}".to_owned(),
         };
+        // The call's own span, whose `traceparent` the server is sent (SEP-414).
+        let name = &server.config.name;
+        let span = traces::outgoing(format!("call {name}/{}", self.tool), Vec::new());
+        let meta = (span.as_ref().and_then(traces::traceparent_of))
+            .map(|parent| format!(r#","_meta":{{"traceparent":"{parent}"}}"#))
+            .unwrap_or_default();
         let request = |id: &str, tool: &str| {
             [
                 r#"{"jsonrpc":"2.0","id":"#,
@@ -188,6 +195,7 @@ impl LineRoute {
                 tool,
                 r#","arguments":"#,
                 &arguments,
+                &meta,
                 "}}",
             ]
             .concat()
@@ -199,6 +207,17 @@ impl LineRoute {
             .await
             .map_err(|(error, _)| error)?;
         let reply = call.answer(answer, cancel).await;
+        if let Some(cx) = span {
+            let error = match &reply {
+                Ok(reply) => reply.is_error.then(|| "a JSON-RPC error".to_owned()),
+                Err(error) => Some(error.to_string()),
+            };
+            let attributes = vec![
+                traces::attribute("planmux.server", name.clone()),
+                traces::attribute("planmux.tool", self.tool.clone()),
+            ];
+            traces::end(&cx, attributes, error);
+        }
         if let (Some(calling), Ok(_) | Err(DownstreamError::Rpc { .. })) =
             (calling.as_mut(), &reply)
         {

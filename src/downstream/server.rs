@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CancelledNotificationParam, ClientCapabilities, ClientRequest};
-use rmcp::model::{RequestMetaObject, ServerResult, Tool};
+use rmcp::model::{ServerResult, Tool};
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
 use tokio_util::sync::CancellationToken;
@@ -472,11 +472,7 @@ impl Server {
             tool: tool.clone(),
             after: timeout,
         };
-        let meta = declared.map(|caps| {
-            let mut meta = RequestMetaObject::new();
-            meta.set_client_capabilities(caps.clone());
-            meta
-        });
+        let meta = inputs::request_meta(declared);
         let send = |live: Arc<Live>, request: ClientRequest| {
             let mut options = PeerRequestOptions::no_options();
             options.meta = meta.clone();

@@ -8,6 +8,7 @@ mod record;
 mod runs;
 mod scheduler;
 mod step;
+mod traced;
 mod truncate;
 
 use std::collections::HashMap;

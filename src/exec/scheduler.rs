@@ -270,7 +270,7 @@ impl<'p> Run<'p> {
             timeout,
             backoff: settings.retry_backoff,
         };
-        attempt(launch, args, token)
+        super::traced::traced(attempt(launch, args, token), step, unit.item)
     }
 
     /// Decides a step, or one item of it, here and now.

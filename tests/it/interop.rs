@@ -25,6 +25,7 @@ mod real_data;
 mod shared_state;
 mod support;
 mod tasks;
+mod traces;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use futures::future::try_join_all;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest,
-    DEFAULT_MRTR_MAX_ROUNDS, InputRequests, InputRequiredResult, InputResponses, ServerResult,
+    DEFAULT_MRTR_MAX_ROUNDS, InputRequests, InputRequiredResult, InputResponses, RequestMetaObject,
+    ServerResult,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +26,7 @@ use crate::downstream::calls::{Answerer, InputTurn, Wants};
 use crate::downstream::era::Era;
 use crate::downstream::relay::{Caller, InputTo, Relay};
 use crate::policy::Authorized;
+use crate::traces::{self, FutureExt as _};
 
 /// At most this many rounds of questions per call (rmcp's bound for its own client).
 pub const MAX_ROUNDS: usize = DEFAULT_MRTR_MAX_ROUNDS;
@@ -43,21 +45,44 @@ impl Server {
     ) -> Result<CallToolResponse, DownstreamError> {
         let started =
             crate::metrics::on().then(|| (std::time::Instant::now(), params.name.to_string()));
-        let answer = if self.era() == Era::Legacy && self.fields.runs_only_as_task(&params.name) {
-            Box::pin(self.call_legacy_task(params, proof, caller, cancel)).await
-        } else {
-            let declared = caller.and_then(|c| c.capabilities.clone());
-            // On the heap: its rounds and tasks make a large future, which a debug build
-            // would copy along the stack of every caller's.
-            Box::pin(self.call_declaring(params, caller, declared, cancel)).await
+        let span = traces::outgoing(
+            format!("call {}/{}", self.config.name, params.name),
+            vec![
+                traces::attribute("planmux.server", self.config.name.clone()),
+                traces::attribute("planmux.tool", params.name.to_string()),
+            ],
+        );
+        let calling = async {
+            if self.era() == Era::Legacy && self.fields.runs_only_as_task(&params.name) {
+                Box::pin(self.call_legacy_task(params, proof, caller, cancel)).await
+            } else {
+                let declared = caller.and_then(|c| c.capabilities.clone());
+                // On the heap: its rounds and tasks make a large future, which a debug
+                // build would copy along the stack of every caller's.
+                Box::pin(self.call_declaring(params, caller, declared, cancel)).await
+            }
+        };
+        let answer = match &span {
+            Some(cx) => calling.with_context(cx.clone()).await,
+            None => calling.await,
+        };
+        let error = match &answer {
+            Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
+                Some("the tool's result is an error".to_owned())
+            }
+            Ok(_) => None,
+            Err(error) => Some(error.to_string()),
         };
         if let Some((started, tool)) = started {
-            let failed = match &answer {
-                Ok(CallToolResponse::Complete(result)) => result.is_error == Some(true),
-                Ok(_) => false,
-                Err(_) => true,
-            };
-            crate::metrics::call_ended(&self.config.name, &tool, started.elapsed(), failed);
+            crate::metrics::call_ended(
+                &self.config.name,
+                &tool,
+                started.elapsed(),
+                error.is_some(),
+            );
+        }
+        if let Some(cx) = span {
+            traces::end(&cx, Vec::new(), error);
         }
         answer
     }
@@ -247,4 +272,21 @@ impl Server {
             why: format!("it asked {MAX_ROUNDS} times in a row and still wanted more"),
         }
     }
+}
+
+/// The `_meta` a request to a server carries beyond rmcp's own: the client capabilities
+/// `declared` for this call, and the current span's `traceparent` (SEP-414).
+pub(super) fn request_meta(declared: Option<&ClientCapabilities>) -> Option<RequestMetaObject> {
+    let traceparent = traces::traceparent();
+    if declared.is_none() && traceparent.is_none() {
+        return None;
+    }
+    let mut meta = RequestMetaObject::new();
+    if let Some(caps) = declared {
+        meta.set_client_capabilities(caps.clone());
+    }
+    if let Some(traceparent) = traceparent {
+        meta.set_traceparent(traceparent);
+    }
+    Some(meta)
 }

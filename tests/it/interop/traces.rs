@@ -1,0 +1,174 @@
+//! `[telemetry] otlp_endpoint` (DESIGN §15): the spans planmux exports over OTLP/HTTP,
+//! received by a collector stand-in that decodes them with the official protobuf
+//! definitions (tests/interop/otlp_receiver.py, opentelemetry-proto from PyPI).
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::front_auth::Session;
+use super::support::{Listening, free_port, python};
+use crate::common;
+
+type R = anyhow::Result<()>;
+
+/// The host's trace, as its `traceparent` names it.
+const HOST_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const HOST_SPAN: &str = "00f067aa0ba902b7";
+
+/// The spans received so far, once `enough` holds of them (within 30 s).
+async fn received(
+    path: &std::path::Path,
+    enough: impl Fn(&[Value]) -> bool,
+) -> anyhow::Result<Vec<Value>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let spans: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if enough(&spans) {
+            return Ok(spans);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "spans received: {spans:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A host's plan is one trace continuing the host's: the host's request, the plan inside
+/// it, each step (each item of a loop) inside the plan, each step's call to its server
+/// inside the step, with tools, servers, statuses and attempts; a direct call's server is
+/// sent that call's span as `traceparent` in `_meta`; a failing step's span says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("spans.jsonl");
+    let port = free_port();
+    let _receiver = tokio::process::Command::new(python())
+        .arg(common::interop_dir().join("otlp_receiver.py"))
+        .arg(port.to_string())
+        .arg(&out)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let config = dir.path().join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{port}\"\n\n\
+             [servers.chaos]\nbuiltin = \"chaos\"\n\n[servers.weather]\nbuiltin = \"weather\"\n"
+        ),
+    )?;
+    let config = config.to_string_lossy().into_owned();
+    let planmux = Listening::start(&["serve", "--http"], &["--config", &config]).await?;
+    let session = Session::open(&planmux.url(), "no-token-needed-on-loopback").await?;
+    let traceparent = format!("00-{HOST_TRACE}-{HOST_SPAN}-01");
+    let meta = json!({"traceparent": traceparent});
+
+    let plan = json!({"name": "execute_plan", "_meta": meta, "arguments": {"steps": [
+        {"id": "w", "tool": "weather__get_weather", "args": {"location": "Oslo"}},
+        {"id": "each", "tool": "chaos__echo", "foreach": [1, 2], "args": {"n": "$item", "after": "$ref:w"}},
+        {"id": "bad", "tool": "chaos__fail", "args": {}}]}});
+    let ran = session.ask("tools/call", plan).await?;
+    assert_eq!(ran["structuredContent"]["status"], "partial", "{ran}");
+    let echoed = session
+        .ask(
+            "tools/call",
+            json!({"name": "chaos__echo", "_meta": meta, "arguments": {"x": 1}}),
+        )
+        .await?;
+    let sent = echoed["_meta"]["planmux-demo/traceparent"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(sent.starts_with(&format!("00-{HOST_TRACE}-")), "{echoed}");
+
+    let spans = received(&out, |spans| {
+        spans
+            .iter()
+            .filter(|s| {
+                s["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("tools/call"))
+            })
+            .count()
+            >= 2
+    })
+    .await?;
+    let named = |name: &'static str| spans.iter().filter(move |s| s["name"] == name);
+    let one = |name: &'static str| -> anyhow::Result<&Value> {
+        named(name)
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("no span '{name}': {spans:#?}"))
+    };
+    for span in &spans {
+        assert_eq!(span["trace_id"], HOST_TRACE, "{span}");
+        assert_eq!(span["service"], "planmux");
+    }
+    let by_id: HashMap<&str, &Value> = spans
+        .iter()
+        .filter_map(|s| Some((s["span_id"].as_str()?, s)))
+        .collect();
+    let parent_name = |span: &Value| {
+        by_id
+            .get(span["parent_span_id"].as_str().unwrap_or_default())
+            .and_then(|p| p["name"].as_str())
+            .unwrap_or("none")
+            .to_owned()
+    };
+
+    let host = one("tools/call execute_plan")?;
+    assert_eq!(
+        host["parent_span_id"], HOST_SPAN,
+        "the host's span is its parent"
+    );
+    assert_eq!(host["kind"], 2, "server");
+    let plan = one("execute_plan")?;
+    assert_eq!(parent_name(plan), "tools/call execute_plan");
+    assert_eq!(plan["attributes"]["planmux.status"], "partial");
+    assert_eq!(plan["status"], 2, "a partial plan is an error");
+    let step = one("step w")?;
+    assert_eq!(parent_name(step), "execute_plan");
+    assert_eq!(step["attributes"]["planmux.tool"], "weather__get_weather");
+    assert_eq!(step["attributes"]["planmux.server"], "weather");
+    assert_eq!(step["attributes"]["planmux.status"], "succeeded");
+    assert_eq!(step["attributes"]["planmux.attempts"], 1);
+    let call = one("call weather/get_weather")?;
+    assert_eq!(parent_name(call), "step w");
+    assert_eq!(call["kind"], 3, "client");
+    for item in ["step each[0]", "step each[1]"] {
+        let span = one(item)?;
+        assert_eq!(parent_name(span), "execute_plan");
+        let calls: Vec<_> = named("call chaos/echo")
+            .filter(|c| c["parent_span_id"] == span["span_id"])
+            .collect();
+        assert_eq!(calls.len(), 1, "{item}'s call");
+    }
+    let bad = one("step bad")?;
+    assert_eq!(
+        (
+            bad["attributes"]["planmux.status"].as_str(),
+            bad["status"].as_i64()
+        ),
+        (Some("failed"), Some(2))
+    );
+    // The direct call: its server was sent the span of planmux's call to it.
+    let direct = one("tools/call chaos__echo")?;
+    assert_eq!(direct["parent_span_id"], HOST_SPAN);
+    let sent_span = sent.split('-').nth(2).unwrap_or_default();
+    let called = by_id
+        .get(sent_span)
+        .ok_or_else(|| anyhow::anyhow!("no span {sent_span}"))?;
+    assert_eq!(called["name"], "call chaos/echo");
+    assert_eq!(parent_name(called), "tools/call chaos__echo");
+    // Every span ended after it started.
+    assert!(
+        spans
+            .iter()
+            .all(|s| s["end"].as_u64() >= s["start"].as_u64())
+    );
+    Ok(())
+}
