@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 mod ends;
 mod inputs;
+mod meta;
 pub(super) use inputs::MAX_ROUNDS;
 mod sign_in;
 mod tasks;
@@ -472,7 +473,7 @@ impl Server {
             tool: tool.clone(),
             after: timeout,
         };
-        let meta = inputs::request_meta(declared);
+        let meta = meta::request_meta(declared);
         let send = |live: Arc<Live>, request: ClientRequest| {
             let mut options = PeerRequestOptions::no_options();
             options.meta = meta.clone();

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use futures::future::try_join_all;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest,
-    DEFAULT_MRTR_MAX_ROUNDS, InputRequests, InputRequiredResult, InputResponses, RequestMetaObject,
-    ServerResult,
+    DEFAULT_MRTR_MAX_ROUNDS, InputRequests, InputRequiredResult, InputResponses, ServerResult,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -272,21 +271,4 @@ impl Server {
             why: format!("it asked {MAX_ROUNDS} times in a row and still wanted more"),
         }
     }
-}
-
-/// The `_meta` a request to a server carries beyond rmcp's own: the client capabilities
-/// `declared` for this call, and the current span's `traceparent` (SEP-414).
-pub(super) fn request_meta(declared: Option<&ClientCapabilities>) -> Option<RequestMetaObject> {
-    let traceparent = traces::traceparent();
-    if declared.is_none() && traceparent.is_none() {
-        return None;
-    }
-    let mut meta = RequestMetaObject::new();
-    if let Some(caps) = declared {
-        meta.set_client_capabilities(caps.clone());
-    }
-    if let Some(traceparent) = traceparent {
-        meta.set_traceparent(traceparent);
-    }
-    Some(meta)
 }
