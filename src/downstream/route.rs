@@ -209,7 +209,10 @@ impl LineRoute {
         let reply = call.answer(answer, cancel).await;
         if let Some(cx) = span {
             let error = match &reply {
-                Ok(reply) => reply.is_error.then(|| "a JSON-RPC error".to_owned()),
+                Ok(reply) if reply.is_error => Some("a JSON-RPC error".to_owned()),
+                Ok(reply) => (reply.result())
+                    .and_then(|result| memchr::memmem::find(result, br#""isError":true"#))
+                    .map(|_| "the tool's result is an error".to_owned()),
                 Err(error) => Some(error.to_string()),
             };
             let attributes = vec![

@@ -170,5 +170,63 @@ async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
             .iter()
             .all(|s| s["end"].as_u64() >= s["start"].as_u64())
     );
+    let picture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/trace");
+    std::fs::create_dir_all(&picture)?;
+    std::fs::write(picture.join("plan-trace.svg"), waterfall(&spans, host))?;
     Ok(())
+}
+
+/// The spans under `root` as a waterfall (README's picture of a plan's trace): a row per
+/// span in start order, indented by depth, its bar where it ran, failures in red.
+fn waterfall(spans: &[Value], root: &Value) -> String {
+    fn walk<'a>(
+        spans: &'a [Value],
+        span: &'a Value,
+        depth: usize,
+        rows: &mut Vec<(&'a Value, usize)>,
+    ) {
+        rows.push((span, depth));
+        let mut children: Vec<&Value> = spans
+            .iter()
+            .filter(|s| s["parent_span_id"] == span["span_id"])
+            .collect();
+        children.sort_by_key(|s| s["start"].as_u64());
+        for child in children {
+            walk(spans, child, depth + 1, rows);
+        }
+    }
+    let mut rows = Vec::new();
+    walk(spans, root, 0, &mut rows);
+    let at = |span: &Value, key: &str| span[key].as_u64().unwrap_or_default() as f64;
+    let t0 = at(root, "start");
+    let total = (at(root, "end") - t0).max(1.0);
+    let (label_w, bar_w, row_h) = (330.0, 520.0, 24.0);
+    let height = row_h * rows.len() as f64 + 20.0;
+    let width = label_w + bar_w + 90.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         font-family=\"monospace\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    for (i, (span, depth)) in rows.iter().enumerate() {
+        let y = 10.0 + row_h * i as f64;
+        let start = at(span, "start") - t0;
+        let took = at(span, "end") - t0 - start;
+        let x = label_w + bar_w * start / total;
+        let w = (bar_w * took / total).max(1.0);
+        let color = if span["status"] == 2 {
+            "#d9534f"
+        } else {
+            "#4a90d9"
+        };
+        let name = span["name"].as_str().unwrap_or_default();
+        let indent = 8.0 + 14.0 * *depth as f64;
+        let (text_y, bar_y, bar_h) = (y + 15.0, y + 3.0, row_h - 6.0);
+        let (ms, ms_x) = (took / 1e6, x + w + 4.0);
+        svg += &format!(
+            "<text x=\"{indent}\" y=\"{text_y}\">{name}</text>\n\
+             <rect x=\"{x:.1}\" y=\"{bar_y}\" width=\"{w:.1}\" height=\"{bar_h}\" fill=\"{color}\"/>\n\
+             <text x=\"{ms_x:.1}\" y=\"{text_y}\">{ms:.2} ms</text>\n"
+        );
+    }
+    svg + "</svg>\n"
 }
