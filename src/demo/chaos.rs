@@ -117,6 +117,13 @@ pub(super) async fn call(
                 meta.0
                     .insert("planmux-demo/traceparent".into(), traceparent.into());
             }
+            // Served over HTTP, the header too.
+            let header = (ctx.extensions.get::<http::request::Parts>())
+                .and_then(|parts| parts.headers.get("traceparent")?.to_str().ok());
+            if let Some(traceparent) = header {
+                meta.0
+                    .insert("planmux-demo/traceparent-header".into(), traceparent.into());
+            }
             result.meta = Some(meta);
             result
         }

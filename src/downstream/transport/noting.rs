@@ -96,8 +96,9 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
+        mut custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> HttpResult<StreamableHttpPostResponse, Self::Error> {
+        traceparent_header(&message, &mut custom_headers);
         let response = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -111,9 +112,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
+        mut custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse, Self::Error> {
+        traceparent_header(&message, &mut custom_headers);
         let response = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -172,5 +174,22 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
                 max_sse_event_size,
             )
             .await
+    }
+}
+
+/// A request's `traceparent` (planmux's calling span, which it puts in the request's
+/// `_meta`: SEP-414) also as the W3C `traceparent` header, for servers and proxies that
+/// trace by headers.
+fn traceparent_header(
+    message: &ClientJsonRpcMessage,
+    headers: &mut HashMap<HeaderName, HeaderValue>,
+) {
+    use rmcp::model::GetMeta as _;
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return;
+    };
+    let traceparent = request.request.get_meta().get_traceparent();
+    if let Some(value) = traceparent.and_then(|t| HeaderValue::from_str(t).ok()) {
+        headers.insert(HeaderName::from_static("traceparent"), value);
     }
 }

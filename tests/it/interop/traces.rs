@@ -41,7 +41,8 @@ async fn received(
 /// A host's plan is one trace continuing the host's: the host's request, the plan inside
 /// it, each step (each item of a loop) inside the plan, each step's call to its server
 /// inside the step, with tools, servers, statuses and attempts; a direct call's server is
-/// sent that call's span as `traceparent` in `_meta`; a failing step's span says so.
+/// sent that call's span as `traceparent` in `_meta` (over HTTP, as the header too); a
+/// failing step's span says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
     let dir = tempfile::tempdir()?;
@@ -54,12 +55,15 @@ async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()?;
+    let remote = Listening::start(&["demo", "chaos", "--http"], &[]).await?;
     let config = dir.path().join("servers.toml");
     std::fs::write(
         &config,
         format!(
             "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{port}\"\n\n\
-             [servers.chaos]\nbuiltin = \"chaos\"\n\n[servers.weather]\nbuiltin = \"weather\"\n"
+             [servers.chaos]\nbuiltin = \"chaos\"\n\n[servers.weather]\nbuiltin = \"weather\"\n\n\
+             [servers.remote]\nurl = \"{}\"\n",
+            remote.url()
         ),
     )?;
     let config = config.to_string_lossy().into_owned();
@@ -85,6 +89,13 @@ async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
         .unwrap_or_default()
         .to_owned();
     assert!(sent.starts_with(&format!("00-{HOST_TRACE}-")), "{echoed}");
+    // A server over HTTP gets it in `_meta` and as the `traceparent` header.
+    let remote_echo = json!({"name": "remote__echo", "_meta": meta, "arguments": {"y": 2}});
+    let echoed = session.ask("tools/call", remote_echo).await?;
+    let in_meta = echoed["_meta"]["planmux-demo/traceparent"].as_str();
+    let in_header = echoed["_meta"]["planmux-demo/traceparent-header"].as_str();
+    assert!(in_meta.is_some() && in_meta == in_header, "{echoed}");
+    let remote_sent = in_meta.unwrap_or_default().to_owned();
 
     let spans = received(&out, |spans| {
         spans
@@ -95,7 +106,7 @@ async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
                     .is_some_and(|n| n.starts_with("tools/call"))
             })
             .count()
-            >= 2
+            >= 3
     })
     .await?;
     let named = |name: &'static str| spans.iter().filter(move |s| s["name"] == name);
@@ -164,6 +175,11 @@ async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
         .ok_or_else(|| anyhow::anyhow!("no span {sent_span}"))?;
     assert_eq!(called["name"], "call chaos/echo");
     assert_eq!(parent_name(called), "tools/call chaos__echo");
+    let remote_span = remote_sent.split('-').nth(2).unwrap_or_default();
+    let called = by_id
+        .get(remote_span)
+        .ok_or_else(|| anyhow::anyhow!("no span {remote_span}"))?;
+    assert_eq!(called["name"], "call remote/echo");
     // Every span ended after it started.
     assert!(
         spans
