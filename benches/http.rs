@@ -13,7 +13,9 @@
 //!
 //! Each in-process server runs on its own OS thread and runtime, each peer in its own
 //! process; the clients run on another thread. Prints calls per second and the median and
-//! 90th percentile latency per call, and writes target/bench/http.json (a peer's output
+//! 90th percentile latency per call; then direct and planmux (one thread) at a fixed rate
+//! over 32 sessions (agentgateway's method), their p50 and p99 counted from when each call
+//! was due. Writes target/bench/http.json (a peer's output
 //! goes to target/bench/http-<peer>.log). `cargo bench --features bench --bench http` runs
 //! it in full; under `cargo test` (and with `-- --quick`) it runs fewer calls.
 #![allow(clippy::print_stdout)]
@@ -351,6 +353,51 @@ async fn load(
     Ok((latencies.len() as f64 / elapsed, latencies))
 }
 
+/// Calls at a fixed rate (`qps` in all, for `seconds`) spread over `connections` sessions,
+/// as agentgateway measures: each call's latency counted from when it was due, so a
+/// server that falls behind is charged for the wait. The sorted latencies, in ms.
+async fn at_rate(
+    addr: SocketAddr,
+    tool: &'static str,
+    connections: usize,
+    qps: u32,
+    seconds: u32,
+) -> anyhow::Result<Vec<f64>> {
+    let url = format!("http://{addr}/mcp");
+    let mut sessions = Vec::new();
+    for _ in 0..connections {
+        let transport = StreamableHttpClientTransport::from_uri(url.clone());
+        let session = ().serve(transport).await?;
+        session.list_all_tools().await?;
+        sessions.push(Arc::new(session));
+    }
+    let period = Duration::from_secs(1) / qps;
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..(qps * seconds) as usize {
+        let due = ticks.tick().await;
+        let session = sessions[i % connections].clone();
+        calls.spawn(async move {
+            let mut params = CallToolRequestParams::new(tool);
+            params.arguments = json!({"i": i}).as_object().cloned();
+            session.call_tool(params).await?;
+            anyhow::Ok(due.elapsed().as_secs_f64() * 1e3)
+        });
+    }
+    let mut latencies = Vec::new();
+    while let Some(done) = calls.join_next().await {
+        latencies.push(done??);
+    }
+    for session in sessions {
+        if let Some(session) = Arc::into_inner(session) {
+            let _ = session.cancel().await;
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    Ok(latencies)
+}
+
 /// The `p` quantile of sorted latencies, by nearest rank.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -430,6 +477,31 @@ fn main() -> anyhow::Result<()> {
                               "median_ms": p50, "p90_ms": p90}),
             );
         }
+    }
+    // p50 and p99 at a fixed rate over 32 connections, planmux beside direct.
+    let (qps, seconds) = if quick { (200, 1) } else { (1_000, 10) };
+    println!("\nAt a fixed rate: {qps} calls/s over 32 sessions for {seconds} s\n");
+    println!("| server | p50 ms | p99 ms |");
+    println!("| --- | --- | --- |");
+    let mut direct_at_rate = None;
+    for arm in [Arm::Direct, Arm::CurrentThread] {
+        let server = Running::start(&runtime, arm)?;
+        let latencies = runtime.block_on(at_rate(server.addr(), arm.tool(), 32, qps, seconds))?;
+        drop(server);
+        let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+        let vs = direct_at_rate
+            .map(|(d50, d99): (f64, f64)| {
+                format!(" ({:.2}×) | {p99:.2} ({:.2}×)", p50 / d50, p99 / d99)
+            })
+            .unwrap_or_else(|| format!(" | {p99:.2}"));
+        println!("| {} | {p50:.2}{vs} |", arm.name());
+        if arm == Arm::Direct {
+            direct_at_rate = Some((p50, p99));
+        }
+        rows.push(
+            json!({"server": arm.name(), "sessions": 32, "fixed_qps": qps,
+                         "p50_ms": p50, "p99_ms": p99}),
+        );
     }
     std::fs::create_dir_all(out_dir())?;
     std::fs::write(
