@@ -7,8 +7,9 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// Default filter when serving: planmux at info, rmcp quiet (it logs every notification at
-/// info).
-pub const SERVE_FILTER: &str = "planmux=info,rmcp=warn";
+/// info), and the OpenTelemetry SDK's warnings and errors (an export that failed: the one
+/// line a collector that is down costs, per batch).
+pub const SERVE_FILTER: &str = "planmux=info,rmcp=warn,opentelemetry_sdk=warn";
 /// Default filter for the one-shot commands, whose own output says what happened. rmcp
 /// only at error: it warns of every request planmux answers with an error, such as a
 /// server asking for roots when no host is there to give them.

@@ -246,3 +246,58 @@ fn waterfall(spans: &[Value], root: &Value) -> String {
     }
     svg + "</svg>\n"
 }
+
+/// A collector that is down costs a call nothing: calls answer as ever, and the failed
+/// export is a line in planmux's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_costs_only_a_log_line() -> R {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    // Nothing listens there.
+    let nowhere = free_port();
+    std::fs::write(
+        &config,
+        format!(
+            "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{nowhere}\"\n\n\
+             [servers.chaos]\nbuiltin = \"chaos\"\n"
+        ),
+    )?;
+    let port = free_port();
+    let log = dir.path().join("stderr.log");
+    let _planmux = tokio::process::Command::new(common::bin())
+        .args(["serve", "--http", &format!("127.0.0.1:{port}"), "--config"])
+        .arg(&config)
+        .env_remove("PLANMUX_CONFIG")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .kill_on_drop(true)
+        .spawn()?;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let session = loop {
+        match Session::open(&url, "no-token-needed-on-loopback").await {
+            Ok(session) => break session,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    for n in 0..5 {
+        let call = json!({"name": "chaos__echo", "arguments": {"n": n}});
+        let echoed = session.ask("tools/call", call).await?;
+        assert_eq!(echoed["structuredContent"]["n"], n, "{echoed}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&log)?;
+        if text.contains("BatchSpanProcessor.ExportError") {
+            assert!(!text.contains("panicked"), "{text}");
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no export error logged: {text}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
