@@ -2,11 +2,12 @@
 //! `tools/call` is a span (continuing the host's trace when it sends a `traceparent`:
 //! in `_meta`, or as an HTTP header); a plan run inside it is a child span, each of its
 //! steps a child of the plan, each downstream call a child of what made it, and every
-//! server is sent the call's `traceparent` in `_meta` (SEP-414).
+//! server is sent the call's `traceparent` in `_meta` (SEP-414; an HTTP server also as
+//! the header).
 //!
 //! Spans are made only when an endpoint is set ([`on`]: one atomic load otherwise). They
 //! are exported in batches from the SDK's own thread, so a call never waits for the
-//! collector; a collector that is down costs the SDK's log line, nothing else. The
+//! collector; a collector that is down costs the SDK's log line per batch, nothing else. The
 //! process has one exporter, started by [`start`] and flushed when its [`Exporting`] is
 //! dropped (bounded).
 
