@@ -10,7 +10,7 @@
 //! operation waits at most [`WAIT`], and a store that cannot be reached is an error that
 //! names it (its address, never its password) for the request that needed it.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -156,12 +156,6 @@ impl Shared {
         self.answer(connection.mget(keys)).await
     }
 
-    /// Whether something is at `name`.
-    pub async fn exists(&self, name: &str) -> Result<bool, StoreError> {
-        let mut connection = self.connection.clone();
-        self.answer(connection.exists(Self::key(name))).await
-    }
-
     /// Puts `item` first in the list at `name`, keeps its first `keep` items, and keeps the
     /// list for `ttl` from now; all at once.
     pub async fn push_front(
@@ -246,4 +240,13 @@ impl Shared {
 /// `d` in whole milliseconds, at least 1 (Redis refuses an expiry of 0).
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Now, in ms since the epoch: the one clock instances share (their monotonic ones are
+/// their own).
+pub fn now_ms() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }

@@ -7,14 +7,14 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::request::{ApprovalStep, Request};
 use crate::identity::Owner;
-use crate::state::Shared;
+use crate::state::{Shared, now_ms};
 
 /// How long a token stays good.
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -259,8 +259,14 @@ impl Tokens {
         if let Some(shared) = &self.shared {
             let store = |e: crate::state::StoreError| TokenError::Store(e.to_string());
             let name = format!("approval:{token}");
-            let text = shared.get(&name).await.map_err(store)?;
-            let pending: Pending = match text.map(|text| serde_json::from_str(&text)) {
+            let used = format!("{name}:used");
+            // The approval and its used mark, read together.
+            let kept = shared.get_all(&[name, used.clone()]).await.map_err(store)?;
+            let (text, marked) = match kept.as_slice() {
+                [text, marked] => (text.as_deref(), marked.is_some()),
+                _ => (None, false),
+            };
+            let pending: Pending = match text.map(serde_json::from_str) {
                 None => return Err(TokenError::Unknown),
                 Some(Ok(pending)) => pending,
                 Some(Err(e)) => return Err(store(shared.unreadable("an approval", e))),
@@ -268,8 +274,7 @@ impl Tokens {
             if !ours(&pending) {
                 return Err(TokenError::Unknown);
             }
-            let used = format!("{name}:used");
-            if shared.exists(&used).await.map_err(store)? {
+            if marked {
                 return Err(TokenError::Used);
             }
             usable(&pending)?;
@@ -297,14 +302,6 @@ impl Tokens {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-/// Now, in ms since the epoch.
-fn now_ms() -> u64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A value a model may have sent as JSON text instead of JSON: the parsed value.

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::RunRecord;
 use crate::config::{DEFAULT_KEPT_RUN_BYTES, DEFAULT_KEPT_RUNS};
 use crate::identity::Owner;
-use crate::state::{Shared, StoreError};
+use crate::state::{Shared, StoreError, now_ms};
 
 /// How long a shared store keeps a run record.
 pub const SHARED_RUN_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -39,6 +39,15 @@ pub struct Listed {
     pub run_id: String,
     /// Its status, size, time and goal in a line.
     pub description: String,
+}
+
+/// A run as the shared store lists it: until when its record is kept, so a list is read
+/// without fetching the records.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SharedItem {
+    #[serde(flatten)]
+    listed: Listed,
+    until_ms: u64,
 }
 
 impl Default for RunStore {
@@ -139,11 +148,15 @@ impl RunStore {
             .put(&format!("run:{}", record.run_id), &kept, SHARED_RUN_TTL)
             .await?;
         if let Some(owner) = owner {
-            let listed = Listed {
-                run_id: record.run_id.clone(),
-                description: describe(record),
+            let until = SHARED_RUN_TTL.as_millis();
+            let item = SharedItem {
+                listed: Listed {
+                    run_id: record.run_id.clone(),
+                    description: describe(record),
+                },
+                until_ms: now_ms().saturating_add(u64::try_from(until).unwrap_or(u64::MAX)),
             };
-            let item = serde_json::to_string(&listed).unwrap_or_default();
+            let item = serde_json::to_string(&item).unwrap_or_default();
             shared
                 .push_front(&format!("runs:{owner}"), &item, self.most, SHARED_RUN_TTL)
                 .await?;
@@ -201,17 +214,13 @@ impl RunStore {
             return Ok(Vec::new());
         };
         let items = shared.list(&format!("runs:{}", viewer.stored())).await?;
-        // A record past its time is dropped from the list when it is read.
-        let names: Vec<String> = (items.iter())
-            .filter_map(|item| serde_json::from_str::<Listed>(item).ok())
-            .map(|listed| format!("run:{}", listed.run_id))
-            .collect();
-        let present = shared.get_all(&names).await?;
+        // Listed while its record is kept.
+        let now = now_ms();
         Ok(items
             .iter()
-            .filter_map(|item| serde_json::from_str::<Listed>(item).ok())
-            .zip(present)
-            .filter_map(|(listed, record)| record.map(|_| listed))
+            .filter_map(|item| serde_json::from_str::<SharedItem>(item).ok())
+            .filter(|item| item.until_ms > now)
+            .map(|item| item.listed)
             .collect())
     }
 
