@@ -12,7 +12,7 @@ mod tokens;
 pub use request::Request;
 #[cfg(test)]
 pub(crate) use request::{ApprovalStep, digest};
-pub use tokens::{Channel, Tokens};
+pub use tokens::{Channel, Tokens, Waiting};
 
 /// The tool that runs a plan the user approved through the model (DESIGN.md §5).
 pub const APPROVE_PLAN_TOOL: &str = "approve_plan";

@@ -26,12 +26,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod auth;
+mod console;
+mod gate;
 mod metrics;
 
 use crate::rate_limit::{Limiter, OverRate};
 use crate::state::Shared;
-use auth::{Identity, Refused, Verifier};
+use auth::{Identity, Verifier};
 use bytes::Bytes;
+use gate::Gate;
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -124,6 +127,7 @@ pub async fn serve_http(
         .map(|store| tokio::spawn(crate::upstream::share_sealing_key(store)));
     let runner = Arc::new(PlanRunner::new(downstreams.clone(), config).with_store(store.clone()));
     let proxy = config.proxy.clone();
+    let console = crate::console::Console::new(downstreams.clone(), runner.clone(), stop.clone());
     let factory = {
         let (downstreams, calls) = (downstreams.clone(), calls.clone());
         move || {
@@ -167,10 +171,15 @@ pub async fn serve_http(
     {
         tracing::warn!(%why, "[http.auth]: tokens cannot be checked until the issuer's keys are fetched");
     }
-    let front = Arc::new(Front {
-        mcp,
+    let gate = Arc::new(Gate {
         tokens: config.http.tokens.clone(),
         verifier,
+    });
+    let console = console::Door::new(console, gate.clone());
+    let front = Arc::new(Front {
+        mcp,
+        gate,
+        console,
         limit: Semaphore::new(config.http.max_requests),
         rate: (config.http.rate_limit).map(|rate| Limiter::new(rate).kept_in(store.clone())),
         downstreams: downstreams.clone(),
@@ -255,9 +264,10 @@ pub async fn serve_http(
 /// What every request meets before rmcp.
 struct Front {
     mcp: StreamableHttpService<Upstream, LocalSessionManager>,
-    tokens: Vec<String>,
-    /// `[http.auth]`: JWTs of an issuer.
-    verifier: Option<Arc<Verifier>>,
+    /// Who a request comes from.
+    gate: Arc<Gate>,
+    /// `/console`.
+    console: console::Door,
     limit: Semaphore,
     /// Requests per caller, when limited.
     rate: Option<Limiter>,
@@ -279,8 +289,11 @@ impl Front {
         match request.uri().path() {
             "/health" => self.health(),
             "/metrics" if crate::metrics::on() => self.metrics(&request).await,
+            path if path == "/console" || path.starts_with("/console/") => {
+                self.console.handle(request, &self.downstreams).await
+            }
             "/mcp" => {
-                let caller = match self.caller(&request).await {
+                let caller = match self.gate.caller(&request).await {
                     Ok(caller) => caller,
                     Err(refused) => return refused,
                 };
@@ -368,7 +381,7 @@ impl Front {
 
     /// The protected resource metadata (RFC 9728), with `[http.auth]`.
     fn resource_metadata(&self) -> Response<Body> {
-        let Some(verifier) = &self.verifier else {
+        let Some(verifier) = &self.gate.verifier else {
             return plain(
                 StatusCode::NOT_FOUND,
                 "planmux takes no OAuth tokens here ([http.auth] is not set)",
@@ -411,78 +424,6 @@ impl Front {
                 .insert(http::header::RETRY_AFTER, value);
         }
         Some(response)
-    }
-
-    /// Who sends the request: the holder of one of `[http] tokens` (`token:N`), or of a
-    /// JWT `[http.auth]` accepts; everyone alike (`sub` empty) when neither is set. The
-    /// answer to a request without either.
-    async fn caller(&self, request: &Request<Incoming>) -> Result<Identity, Response<Body>> {
-        if self.tokens.is_empty() && self.verifier.is_none() {
-            return Ok(Identity::anyone());
-        }
-        let given = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map_or("", |(_, token)| token.trim());
-        // Every token compared in full, whatever matched: the time says nothing.
-        let listed = self
-            .tokens
-            .iter()
-            .enumerate()
-            .fold(None, |found, (i, token)| {
-                let same = same(token.as_bytes(), given.as_bytes());
-                found.or(same.then_some(i))
-            });
-        if let Some(i) = listed {
-            return Ok(Identity {
-                sub: format!("token:{}", i + 1),
-                ..Identity::anyone()
-            });
-        }
-        let Some(verifier) = self.verifier.as_ref().filter(|_| !given.is_empty()) else {
-            return Err(self.unauthorized(None));
-        };
-        match verifier.check(given).await {
-            Ok(identity) => Ok(identity),
-            Err(Refused::Token(why)) => Err(self.unauthorized(Some(&why))),
-            Err(Refused::Unavailable(why)) => {
-                tracing::warn!(%why, "a request's token could not be checked");
-                let mut response = Response::new(Full::new(Bytes::from(why)).boxed());
-                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-                Err(response)
-            }
-        }
-    }
-
-    /// 401, saying how to authenticate (and, for a token refused, why).
-    fn unauthorized(&self, why: Option<&str>) -> Response<Body> {
-        let text = match (why, &self.verifier) {
-            (Some(why), _) => format!("the bearer token was refused: {why}"),
-            (None, Some(_)) => "a bearer token is required: a JWT of the [http.auth] issuer, or one of [http] tokens".to_owned(),
-            (None, None) => "a bearer token is required: Authorization: Bearer <one of [http] tokens>".to_owned(),
-        };
-        let mut challenge = String::from("Bearer");
-        if let Some(verifier) = &self.verifier {
-            let url = auth::resource_metadata_url(&verifier.auth().audience);
-            challenge.push_str(&format!(" resource_metadata=\"{url}\""));
-            if let Some(why) = why {
-                let why = why.replace(['"', '\\'], "'");
-                challenge.push_str(&format!(
-                    ", error=\"invalid_token\", error_description=\"{why}\""
-                ));
-            }
-        }
-        let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
-        *response.status_mut() = StatusCode::UNAUTHORIZED;
-        if let Ok(value) = http::HeaderValue::from_str(&challenge) {
-            response
-                .headers_mut()
-                .insert(http::header::WWW_AUTHENTICATE, value);
-        }
-        response
     }
 }
 
@@ -563,29 +504,8 @@ fn restore(data: Bytes, downstreams: &Downstreams, tasks: bool) -> Bytes {
     Bytes::from(lines.join(&b'\n'))
 }
 
-/// Equal bytes, in a time that depends on their lengths only.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
-}
-
 fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<Body> {
     let mut response = Response::new(Full::new(text.into()).boxed());
     *response.status_mut() = status;
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same;
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same(b"abcdefghijklmnop", b"abcdefghijklmnop"));
-        assert!(!same(b"abcdefghijklmnop", b"abcdefghijklmnoq"));
-        assert!(!same(b"abcdefghijklmnop", b"abcdefghijklmno"));
-        assert!(!same(b"abc", b""));
-    }
 }

@@ -15,6 +15,7 @@ pub(crate) mod approval;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod demo;
 mod dirs;
 pub mod downstream;

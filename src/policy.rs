@@ -23,6 +23,7 @@ use globset::GlobSet;
 pub use access::{Grant, Rule, Who};
 pub use approval::{Approval, Approver};
 use audit::AuditTrail;
+pub use audit::Decision;
 pub use checkpoint::{Authorized, Denied, Route};
 pub use tier::{Tier, TierRules};
 
@@ -88,7 +89,17 @@ impl Policy {
 
     /// A policy with other `deny` globs and `confirm`, appending to the same audit trail.
     pub fn with_rules(&self, deny: Option<GlobSet>, confirm: Confirm) -> Self {
-        Self::new(deny, confirm, self.audit.path().map(PathBuf::from))
+        Self {
+            deny,
+            confirm,
+            audit: self.audit.same(),
+        }
+    }
+
+    /// The last decisions of the audit trail (at most [`audit::KEPT_DECISIONS`]), newest
+    /// first.
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.audit.recent()
     }
 
     /// Records the user's yes to `steps` (step id, exported tool, tier) of the plan with

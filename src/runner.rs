@@ -32,6 +32,8 @@ const PLAN_TASK_KEPT_AFTER: std::time::Duration = std::time::Duration::from_secs
 const PLAN_TASK_POLL_MS: u64 = 500;
 
 mod calls;
+mod live;
+pub use live::{Live, Running, StepNow};
 
 pub use calls::{Nesting, PlanCalls};
 
@@ -111,6 +113,8 @@ pub struct PlanRunner {
     pub tokens: Tokens,
     /// The plans running as tasks (`"as_task": true`), for every session.
     pub tasks: TaskSet,
+    /// The plans running now, step by step (for the console).
+    pub live: Live,
 }
 
 impl PlanRunner {
@@ -135,6 +139,7 @@ impl PlanRunner {
             boards: Boards::default(),
             tokens: Tokens::default(),
             tasks: TaskSet::new(KEPT_PLAN_TASKS, task_ttl_ms, PLAN_TASK_POLL_MS),
+            live: Live::default(),
         }
     }
 
@@ -421,7 +426,8 @@ impl PlanRunner {
                 .for_caller(caller),
         );
         let settings = &self.nesting.settings;
-        let running = run(plan, calls, settings, observer, cancel);
+        let watching = self.live.watch(plan, observer);
+        let running = run(plan, calls, settings, &watching, cancel);
         let record = Arc::new(match traces::inner("execute_plan".to_owned(), Vec::new()) {
             None => running.await,
             Some(cx) => {

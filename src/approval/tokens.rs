@@ -59,6 +59,9 @@ pub enum TokenError {
     Mismatch(String),
     #[error("this plan is not the one approval was asked for")]
     OtherPlan,
+    /// Approved or declined on the console: how, and where its run is.
+    #[error("this approval token was {0}")]
+    Settled(String),
     /// The shared store could not be asked: the token is neither used nor refused.
     #[error("{0}; the approval token is still unused: try again once the store is back")]
     Store(String),
@@ -82,6 +85,21 @@ struct Pending {
     order: u64,
     /// Whose it is, as [`Owner::stored`] spells it (see [`Tokens::issue`]).
     owner: Option<String>,
+    /// How the console settled it, told to a later use (in memory).
+    #[serde(skip)]
+    settled: Option<String>,
+}
+
+/// A plan waiting for approval, as the console shows it.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    pub token: String,
+    pub request: Request,
+    pub channel: Channel,
+    /// Whose it is, as [`Owner::stored`] spells it.
+    pub owner: Option<String>,
+    /// How long ago it was asked for.
+    pub age: Duration,
 }
 
 impl Pending {
@@ -152,6 +170,7 @@ impl Tokens {
             used: false,
             order: ISSUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             owner: owner.as_ref().map(Owner::stored),
+            settled: None,
         };
         if let Some(shared) = &self.shared {
             // Kept past its life, so that a late or second use is told so.
@@ -289,12 +308,68 @@ impl Tokens {
             .get_mut(token)
             .filter(|p| ours(p))
             .ok_or(TokenError::Unknown)?;
+        if let Some(settled) = &entry.settled {
+            return Err(TokenError::Settled(settled.clone()));
+        }
         if entry.used {
             return Err(TokenError::Used);
         }
         usable(entry)?;
         entry.used = true;
         Ok((entry.request.clone(), std::mem::take(&mut entry.arguments)))
+    }
+
+    /// The plans waiting for approval in this process (unused, unexpired), oldest
+    /// first; `None` with a shared store, whose tokens this process does not list.
+    pub fn waiting(&self) -> Option<Vec<Waiting>> {
+        if self.shared.is_some() {
+            return None;
+        }
+        let kept = self.lock();
+        let mut waiting: Vec<(u64, Waiting)> = kept
+            .iter()
+            .filter(|(_, p)| !p.used && p.age() <= self.ttl)
+            .map(|(token, p)| {
+                let waiting = Waiting {
+                    token: token.clone(),
+                    request: p.request.clone(),
+                    channel: p.channel,
+                    owner: p.owner.clone(),
+                    age: p.age(),
+                };
+                (p.order, waiting)
+            })
+            .collect();
+        waiting.sort_by_key(|(order, _)| *order);
+        Some(waiting.into_iter().map(|(_, w)| w).collect())
+    }
+
+    /// The console's answer to the plan behind `token`, whoever asked: its request and
+    /// arguments, once (the token is used: a later `approve_plan` or retry is told
+    /// `settled`, which says how). Tokens in a shared store are not settled here.
+    pub fn settle(&self, token: &str, settled: String) -> Result<(Request, Value), TokenError> {
+        if self.shared.is_some() {
+            return Err(TokenError::Unknown);
+        }
+        let mut kept = self.lock();
+        let entry = kept.get_mut(token).ok_or(TokenError::Unknown)?;
+        if entry.used {
+            return Err(TokenError::Used);
+        }
+        let age = entry.age();
+        if age > self.ttl {
+            return Err(TokenError::Expired((age - self.ttl).as_secs()));
+        }
+        entry.used = true;
+        entry.settled = Some(settled);
+        Ok((entry.request.clone(), std::mem::take(&mut entry.arguments)))
+    }
+
+    /// Tells later uses of `token` how the console settled it (`settled`, once known).
+    pub fn note(&self, token: &str, settled: String) {
+        if let Some(entry) = self.lock().get_mut(token) {
+            entry.settled = Some(settled);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {

@@ -36,6 +36,15 @@ pub enum Command {
         #[arg(long, requires = "http")]
         stateless: bool,
     },
+    /// Serve the console (web pages of the servers, runs, approvals and audit trail) at
+    /// http://ADDR/console, with MCP at /mcp: the HTTP front of `serve --http`.
+    ///
+    /// ADDR defaults to 127.0.0.1:8787; any other than a loopback address needs [http]
+    /// tokens or [http.auth].
+    Console {
+        #[arg(value_name = "ADDR", default_value = crate::http::DEFAULT_ADDR)]
+        addr: std::net::SocketAddr,
+    },
     /// Execute a plan (a file, or - for stdin) and print its result JSON.
     ///
     /// A plan with steps that [policy] confirm covers (write and destructive tools, by
@@ -170,7 +179,7 @@ impl Cli {
     pub fn serving(&self) -> bool {
         matches!(
             self.command,
-            None | Some(Command::Serve { .. } | Command::Demo { .. })
+            None | Some(Command::Serve { .. } | Command::Console { .. } | Command::Demo { .. })
         )
     }
 }

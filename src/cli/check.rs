@@ -212,6 +212,7 @@ mod tests {
     fn status(name: &str, ready: bool) -> ServerStatus {
         ServerStatus {
             name: name.into(),
+            state: if ready { "connected" } else { "failed" },
             ready,
             tools: if ready { 3 } else { 0 },
             startup: ready.then(|| Duration::from_micros(12_345)),

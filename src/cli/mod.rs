@@ -114,6 +114,7 @@ async fn with_config(config: &Config, command: Command, signal: Signal) -> Repor
             serve::http(config, options, signal).await
         }
         Command::Serve { http: None, .. } => serve::stdio(config, signal).await,
+        Command::Console { addr } => serve::console(config, addr, signal).await,
         Command::Run {
             plan,
             yes,

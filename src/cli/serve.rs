@@ -24,6 +24,19 @@ async fn serve_stdio(config: &Config, signal: Signal) -> anyhow::Result<()> {
         .context("MCP handshake with the host failed")
 }
 
+/// `planmux console [ADDR]`: the HTTP front, saying where its console is.
+pub async fn console(config: &Config, addr: std::net::SocketAddr, signal: Signal) -> Report {
+    let options = HttpOptions {
+        addr,
+        stateless: false,
+    };
+    let ready = |bound: std::net::SocketAddr| {
+        eprintln!("planmux: the console is at http://{bound}/console (MCP at http://{bound}/mcp)");
+    };
+    let served = crate::http::serve_http(config, options, ready, signal()).await;
+    Report::new().ended(served.map(|()| 0).map_err(anyhow::Error::from))
+}
+
 /// `planmux serve --http [ADDR] [--stateless]`.
 pub async fn http(config: &Config, options: HttpOptions, signal: Signal) -> Report {
     let served = crate::http::serve_http(config, options, |_| {}, signal()).await;

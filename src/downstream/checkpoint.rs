@@ -7,12 +7,13 @@
 //! `Policy::authorize` makes) is what every way to a tool takes. A reload swaps the
 //! policy, the pins and the rules whole, so a decision sees one of each.
 
+use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::catalog::{Catalog, Pins};
 use crate::config::{Config, PolicyConfig};
 use crate::identity::Identity;
-use crate::lock::Lock;
+use crate::lock::{Lock, digest};
 use crate::policy::{Authorized, Denied, Grant, Policy, Route, Rule, Tier};
 
 /// The policy and the pins in force.
@@ -23,6 +24,8 @@ pub(super) struct Checkpoint {
     pins: RwLock<Arc<Pins>>,
     /// `[[access]]`: what each caller may see and call.
     access: RwLock<Arc<Vec<Arc<Rule>>>>,
+    /// Where `servers.lock` is (none for the built-in config).
+    lock_path: Option<PathBuf>,
 }
 
 impl Checkpoint {
@@ -38,6 +41,7 @@ impl Checkpoint {
             policy: RwLock::new((Arc::new(policy), config.policy.clone())),
             pins: RwLock::new(Arc::new(load_pins(config))),
             access: RwLock::new(Arc::new(config.access.clone())),
+            lock_path: config.lock_path.clone(),
         }
     }
 
@@ -136,6 +140,49 @@ impl Checkpoint {
 }
 
 impl super::Downstreams {
+    /// Accepts the quarantined tool `exported` as its server defines it now (the
+    /// console's accept button, `planmux lock` for one tool): its digest is written to
+    /// `servers.lock`, the pins are put in force and the hosts told its list changed.
+    /// What was accepted, or why nothing was.
+    pub async fn accept(&self, exported: &str) -> Result<String, String> {
+        let catalog = self.catalog();
+        let held = catalog
+            .quarantined()
+            .iter()
+            .find(|q| q.exported == exported)
+            .ok_or_else(|| format!("'{exported}' is not quarantined"))?;
+        let path = (self.checkpoint.lock_path.as_ref())
+            .ok_or("the built-in config has no servers.lock")?;
+        let tool = (self.offered(&held.server, &held.tool))
+            .ok_or_else(|| format!("'{}' no longer offers '{}'", held.server, held.tool))?;
+        let mut lock = Lock::load(path)?.ok_or_else(|| format!("{} is gone", path.display()))?;
+        let pinned = lock.servers.entry(held.server.clone()).or_default();
+        pinned.insert(held.tool.clone(), digest(&tool));
+        lock.save(path)
+            .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        *self
+            .checkpoint
+            .pins
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(Pins::Locked(lock));
+        let changed = self.rebuild_and_notify().await;
+        if changed.any() {
+            self.host.notify_changed(changed).await;
+        }
+        tracing::info!(tool = exported, lock = %path.display(), "accepted a quarantined tool");
+        Ok(format!(
+            "{exported} accepted: its definition is pinned in {}",
+            path.display()
+        ))
+    }
+
+    /// The definition `server` offers now for its tool `tool` (its own name for it).
+    pub fn offered(&self, server: &str, tool: &str) -> Option<rmcp::model::Tool> {
+        let servers = self.servers();
+        let found = servers.iter().find(|s| s.config.name == server)?;
+        found.tools().into_iter().find(|t| t.name == tool)
+    }
+
     /// What `who` (`None`: no identity: stdio, `planmux run`) may see and call.
     pub fn grant(&self, who: Option<&Identity>) -> Grant {
         self.checkpoint.grant(who)

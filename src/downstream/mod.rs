@@ -48,6 +48,8 @@ use checkpoint::Checkpoint;
 #[derive(Debug, Clone)]
 pub struct ServerStatus {
     pub name: String,
+    /// `connected`, `starting`, `failed`, `needs sign-in` or `closed`.
+    pub state: &'static str,
     pub ready: bool,
     pub tools: usize,
     pub startup: Option<Duration>,
@@ -304,19 +306,20 @@ impl Downstreams {
         self.servers()
             .iter()
             .map(|s| {
-                let (ready, error) = match s.state() {
-                    State::Ready(_) => (true, None),
-                    State::Failed { error, .. } => (false, Some(error)),
+                let (state, error) = match s.state() {
+                    State::Ready(_) => ("connected", None),
+                    State::Failed { error, .. } => ("failed", Some(error)),
                     State::SignedOut { signed_out, .. } => (
-                        false,
+                        "needs sign-in",
                         Some(crate::oauth::sign_in_message(&s.config.name, &signed_out)),
                     ),
-                    State::Starting => (false, Some("not started".into())),
-                    State::Closed => (false, Some("closed".into())),
+                    State::Starting => ("starting", Some("not started".into())),
+                    State::Closed => ("closed", Some("closed".into())),
                 };
                 ServerStatus {
                     name: s.config.name.clone(),
-                    ready,
+                    state,
+                    ready: state == "connected",
                     tools: s.tools().len(),
                     startup: s.startup_time(),
                     error,

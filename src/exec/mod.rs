@@ -22,7 +22,7 @@ pub use board::{Board, Boards, slot};
 pub use record::{
     ItemRecord, RunRecord, RunStatus, Selection, StepRecord, StepStatus, is_error, result_schema,
 };
-pub use runs::RunStore;
+pub use runs::{RunStore, describe};
 pub use scheduler::run;
 pub use truncate::{Cut, MAX_OUTPUT_DEPTH, truncate};
 

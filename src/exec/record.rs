@@ -117,6 +117,10 @@ pub struct StepRecord {
     /// A `foreach` step's items, in item order (their outputs are the step's output).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ItemRecord>,
+    /// The steps it waited for (what its references and `depends_on` name), in plan
+    /// order: the plan's graph.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
 }
 
 /// One item of a `foreach` step.
@@ -214,6 +218,7 @@ impl StepRecord {
             started_ms: None,
             duration_ms: None,
             items: Vec::new(),
+            after: step.depends_on.iter().map(|d| d.step.to_string()).collect(),
         }
     }
 }

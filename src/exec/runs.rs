@@ -113,11 +113,12 @@ impl RunStore {
     /// Keeps a record of `owner`'s, dropping the oldest beyond the store's bounds. A
     /// shared store that cannot take it is logged: the run has happened all the same.
     pub async fn insert(&self, record: Arc<RunRecord>, owner: Option<Owner>) {
-        if let Some(shared) = &self.shared {
-            if let Err(error) = self.share(shared, &record, owner.as_ref()).await {
-                tracing::warn!(run = %record.run_id, %error, "run record not kept");
-            }
-            return;
+        // With a shared store, a copy stays here too: what the console shows of this
+        // instance's runs.
+        if let Some(shared) = &self.shared
+            && let Err(error) = self.share(shared, &record, owner.as_ref()).await
+        {
+            tracing::warn!(run = %record.run_id, %error, "run record not kept");
         }
         let (most, bytes) = (self.most, self.bytes);
         let size = serde_json::to_vec(&*record).map_or(0, |json| json.len());
@@ -133,6 +134,13 @@ impl RunStore {
                 total -= dropped.size;
             }
         }
+    }
+
+    /// The records kept in this process, whoever's they are, newest first: the
+    /// console's view (its users may see every server and tool).
+    pub fn recent(&self) -> Vec<Arc<RunRecord>> {
+        let runs = self.lock();
+        runs.iter().rev().map(|kept| kept.record.clone()).collect()
     }
 
     /// Writes `record` to the shared store, and lists it to its owner.

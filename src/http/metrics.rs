@@ -17,7 +17,7 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 impl Front {
     /// The metrics, for a caller the front lets in.
     pub(super) async fn metrics(&self, request: &Request<Incoming>) -> Response<Body> {
-        if let Err(refused) = self.caller(request).await {
+        if let Err(refused) = self.gate.caller(request).await {
             return refused;
         }
         let statuses = self.downstreams.statuses();

@@ -20,6 +20,8 @@ pub enum Approver {
     Terminal,
     /// `planmux run --yes`.
     Flag,
+    /// A user of the console, on its approvals page.
+    Console,
 }
 
 impl Approver {
@@ -30,6 +32,7 @@ impl Approver {
             Approver::Token => "token",
             Approver::Terminal => "terminal",
             Approver::Flag => "flag",
+            Approver::Console => "console",
         }
     }
 }

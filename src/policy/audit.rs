@@ -1,12 +1,19 @@
 //! The audit trail: every decision the checkpoint makes, and every answer a user gives to
 //! an approval, as a `tracing` event and, when `[proxy] audit_log` is set, as a JSON line
-//! appended to that file.
+//! appended to that file. The last [`KEPT_DECISIONS`] are also kept in memory, for the
+//! console's audit page.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
 
 use super::tier::Tier;
+
+/// How many of the last decisions are kept in memory.
+pub const KEPT_DECISIONS: usize = 1_000;
 
 /// Where decisions are recorded besides the log.
 #[derive(Debug, Default)]
@@ -14,6 +21,25 @@ pub(super) struct AuditTrail {
     /// Where decisions are also appended as JSON lines (`[proxy] audit_log`), and the
     /// file once opened.
     log: Option<(PathBuf, Mutex<Option<std::fs::File>>)>,
+    /// The last decisions, oldest first (shared by the trails a policy change makes).
+    recent: Arc<Mutex<VecDeque<Decision>>>,
+}
+
+/// One decision as kept in memory: an audit log line's fields.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub time_ms: u64,
+    pub tool: String,
+    pub tier: &'static str,
+    /// `direct`, `plan` or `approval`.
+    pub path: &'static str,
+    /// `allow`, `deny`, `approved` or `declined`.
+    pub decision: &'static str,
+    pub run: Option<String>,
+    pub step: Option<String>,
+    pub approved_by: Option<&'static str>,
+    pub plan: Option<String>,
+    pub caller: Option<String>,
 }
 
 /// One line of the audit trail.
@@ -39,7 +65,22 @@ impl AuditTrail {
     pub(super) fn new(audit_log: Option<PathBuf>) -> Self {
         Self {
             log: audit_log.map(|path| (path, Mutex::new(None))),
+            recent: Arc::default(),
         }
+    }
+
+    /// A trail appending to the same file and keeping to the same memory.
+    pub(super) fn same(&self) -> Self {
+        Self {
+            log: self.path().map(|path| (path.to_owned(), Mutex::new(None))),
+            recent: self.recent.clone(),
+        }
+    }
+
+    /// The last decisions, newest first.
+    pub(super) fn recent(&self) -> Vec<Decision> {
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent.iter().rev().cloned().collect()
     }
 
     /// The file decisions are appended to, if any.
@@ -69,21 +110,33 @@ impl AuditTrail {
         } else {
             tracing::info!(target: "planmux::audit", tool, tier, path, decision, run, step, approved_by, plan, caller, "authorization");
         }
-        let Some((log, file)) = &self.log else {
+        let decided = Decision {
+            time_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or_default(),
+            tool: tool.to_owned(),
+            tier,
+            path,
+            decision,
+            run: run.map(str::to_owned),
+            step: step.map(str::to_owned),
+            approved_by,
+            plan: plan.map(str::to_owned),
+            caller: caller.map(str::to_owned),
+        };
+        let line = self.log.as_ref().map(|_| serde_json::json!(decided));
+        {
+            let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+            if recent.len() >= KEPT_DECISIONS {
+                recent.pop_front();
+            }
+            recent.push_back(decided);
+        }
+        let (Some((log, file)), Some(line)) = (&self.log, line) else {
             return;
         };
-        let line = serde_json::json!({
-            "time_ms": std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or_default(),
-            "tool": tool, "tier": tier, "path": path, "decision": decision,
-            "run": run, "step": step, "approved_by": approved_by, "plan": plan,
-            "caller": caller,
-        });
-        let mut file = file
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
         let written = match &mut *file {
             Some(file) => writeln!(file, "{line}"),
             None => std::fs::OpenOptions::new()

@@ -15,6 +15,7 @@
 //! venv in tests/interop/.venv). When one is missing every test here fails and says so.
 
 mod apps;
+mod console;
 mod front_auth;
 mod metrics;
 mod mrtr;
