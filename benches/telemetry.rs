@@ -10,7 +10,9 @@
 //! Each round makes `calls` direct calls of `chaos__echo` and `plans` three-step plans on
 //! each server; the table gives each server's median latency and its ratio to plain.
 //! Then the cost of the recording points with telemetry off (as in this process, where
-//! it is never turned on): nanoseconds per call, beside a plain call's median.
+//! it is never turned on): nanoseconds per call, beside a plain call's median; and what
+//! the console keeps while nobody looks at it (each decision's line, each plan listed as
+//! running), beside a call's and a plan's medians.
 //! `cargo bench --features bench --bench telemetry` runs it in full; under `cargo test`
 //! (and with `-- --quick`) it runs fewer calls.
 #![allow(clippy::print_stdout)]
@@ -216,11 +218,79 @@ fn main() -> anyhow::Result<()> {
         "\nWith telemetry off, a call's recording points (metrics and a span) cost {per_call_ns:.1} ns: {:.6}× a plain call's median",
         per_call_ns / (plain.0 * 1e6)
     );
+    console_bookkeeping(&runtime, times, plain)?;
     runtime.block_on(async {
         for session in sessions {
             let _ = session.cancel().await;
         }
     });
     drop(running);
+    Ok(())
+}
+
+/// What the console keeps while nobody looks at it, measured in this process: each
+/// checkpoint decision (its line kept in memory for the audit page, with everything else
+/// a decision does), and each plan listed as running (its steps noted as they start),
+/// beside a plain call's and plan's medians (`plain`, ms).
+fn console_bookkeeping(
+    runtime: &tokio::runtime::Runtime,
+    times: u64,
+    plain: (f64, f64),
+) -> anyhow::Result<()> {
+    use planmux::policy::{Grant, Policy, Route, Tier};
+    let policy = Policy::default();
+    let grant = Grant::all();
+    let started = Instant::now();
+    for _ in 0..times {
+        let proof = policy.authorize(
+            "chaos__echo",
+            Some(Tier::Read),
+            None,
+            &Route::Direct,
+            &grant,
+        );
+        std::hint::black_box(proof.is_ok());
+    }
+    let per_decision_ns = started.elapsed().as_secs_f64() * 1e9 / times as f64;
+    println!(
+        "A checkpoint decision, its line kept for the console's audit page included, costs {per_decision_ns:.1} ns: {:.6}× a plain call's median",
+        per_decision_ns / (plain.0 * 1e6)
+    );
+    let config = planmux::config::Config::parse(
+        "[servers.chaos]\nbuiltin = \"chaos\"\n",
+        "bench",
+        &std::env::temp_dir(),
+        &|_| None,
+    )?;
+    let plan = json!({"steps": [
+        {"id": "a", "tool": "chaos__echo", "args": {"n": 1}},
+        {"id": "b", "tool": "chaos__echo", "args": {"n": 2}},
+        {"id": "c", "tool": "chaos__echo", "args": {"a": "${a.n}", "b": "${b.n}"}},
+    ]});
+    let (downstreams, validated) = runtime.block_on(async {
+        let downstreams =
+            planmux::downstream::Downstreams::start(&config, std::sync::Arc::default()).await;
+        let runner = planmux::runner::PlanRunner::new(downstreams.clone(), &config);
+        let validated = runner.validate(&plan);
+        (downstreams, validated.map(|v| (runner, v)))
+    });
+    let Ok((runner, validated)) = validated else {
+        anyhow::bail!("the bench's plan did not validate");
+    };
+    let plans = times / 10;
+    let started = Instant::now();
+    for _ in 0..plans {
+        let watching = runner.live.watch(&validated, &planmux::exec::Quiet);
+        for step in validated.steps() {
+            planmux::exec::Observer::step_started(&watching, step);
+        }
+        std::hint::black_box(&watching);
+    }
+    let per_plan_ns = started.elapsed().as_secs_f64() * 1e9 / plans as f64;
+    println!(
+        "A three-step plan listed as running for the console's runs page costs {per_plan_ns:.1} ns: {:.6}× a plain plan's median",
+        per_plan_ns / (plain.1 * 1e6)
+    );
+    runtime.block_on(downstreams.shutdown());
     Ok(())
 }

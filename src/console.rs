@@ -90,8 +90,19 @@ impl Console {
             (false, "" | "/") => ("Servers", servers::page(&self.downstreams, asked.csrf)),
             (false, "/runs") => (
                 "Runs",
-                runs::list(&self.runner.live.now(), &self.runner.runs.recent()),
+                runs::list(
+                    &self.runner.live.now(),
+                    &self.runner.runs.recent(),
+                    &self.runner.live.planned(),
+                ),
             ),
+            (false, path) if let Some(key) = path.strip_prefix("/planned/") => {
+                let planned = self.runner.live.planned();
+                let Some(plan) = planned.iter().find(|p| p.key.to_string() == key) else {
+                    return Page::NotFound(format!("no lazy plan #{key} is kept"));
+                };
+                ("Run", runs::planned(plan))
+            }
             (false, path) if let Some(id) = path.strip_prefix("/runs/") => {
                 let records = self.runner.runs.recent();
                 let Some(record) = records.iter().find(|r| r.run_id == id) else {
@@ -109,7 +120,8 @@ impl Console {
             ),
             (true, "/servers/accept") => {
                 let tool = asked.form.get("tool").map_or("", String::as_str);
-                return match self.downstreams.accept(tool).await {
+                let caller = Some(asked.who.sub.as_str()).filter(|sub| !sub.is_empty());
+                return match self.downstreams.accept(tool, caller).await {
                     Ok(_) => Page::SeeOther("/console".into()),
                     Err(why) => Page::Refused(why),
                 };
@@ -121,7 +133,8 @@ impl Console {
             (true, "/approvals/approve") => {
                 let token = asked.form.get("token").map_or("", String::as_str);
                 let grant = self.downstreams.grant(Some(asked.who));
-                return approvals::approve(&self.runner, token, &grant, &self.stop).await;
+                return approvals::approve(&self.runner, token, asked.who, &grant, &self.stop)
+                    .await;
             }
             (true, "/approvals/decline") => {
                 let token = asked.form.get("token").map_or("", String::as_str);

@@ -24,8 +24,14 @@ const PARTS: [&str; 5] = [
     "title",
 ];
 
-/// Digests of one tool's definition, by part.
+/// Digests of one tool's definition, by part, and (under [`PINNED`]) the pinned parts
+/// themselves as JSON text, so that what changed can be shown.
 pub type ToolDigest = BTreeMap<String, String>;
+
+/// The key of a tool's entry that holds its pinned parts (a lock written before it was
+/// added has none: only which parts changed is known then). Comparisons read only the
+/// digests of [`PARTS`].
+pub const PINNED: &str = "pinned";
 
 /// `servers.lock`: per server, per downstream tool name, the digests of its definition.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -54,10 +60,10 @@ impl std::fmt::Display for Change {
     }
 }
 
-/// The digests of a tool's definition.
+/// The digests of a tool's definition, and its pinned parts.
 pub fn digest(tool: &Tool) -> ToolDigest {
     let value = serde_json::to_value(tool).unwrap_or_default();
-    PARTS
+    let mut digests: ToolDigest = PARTS
         .iter()
         .map(|part| {
             let text = serde_json::to_string(&value[*part]).unwrap_or_default();
@@ -65,7 +71,16 @@ pub fn digest(tool: &Tool) -> ToolDigest {
             let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
             ((*part).to_owned(), hex)
         })
-        .collect()
+        .collect();
+    let parts: serde_json::Map<String, serde_json::Value> = PARTS
+        .iter()
+        .filter_map(|part| Some(((*part).to_owned(), value.get(*part)?.clone())))
+        .collect();
+    digests.insert(
+        PINNED.to_owned(),
+        serde_json::Value::Object(parts).to_string(),
+    );
+    digests
 }
 
 impl Lock {
@@ -103,6 +118,12 @@ impl Lock {
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(path, text + "\n")
+    }
+
+    /// The parts of `server`'s tool `tool` as pinned, if the lock keeps them.
+    pub fn pinned(&self, server: &str, tool: &str) -> Option<serde_json::Value> {
+        let text = self.servers.get(server)?.get(tool)?.get(PINNED)?;
+        serde_json::from_str(text).ok()
     }
 
     /// Why `tool` of `server` must be quarantined, or `None` when it may be used (it

@@ -124,6 +124,22 @@ impl Policy {
         approval::declined(&self.audit, steps, by, plan);
     }
 
+    /// Records that `caller` (`None`: no identity) accepted the quarantined tool `tool`
+    /// on the console: its definition is pinned in `servers.lock` from now on.
+    pub fn accepted(&self, tool: &str, tier: Tier, caller: Option<&str>) {
+        self.audit.record(audit::Audited {
+            tool,
+            tier: Some(tier),
+            path: "lock",
+            decision: "accepted",
+            run: None,
+            step: None,
+            approved_by: Some("console"),
+            plan: None,
+            caller,
+        });
+    }
+
     /// Whether `[policy] deny` matches an exported name.
     pub fn denies(&self, exported: &str) -> bool {
         self.deny.as_ref().is_some_and(|set| set.is_match(exported))

@@ -33,7 +33,7 @@ const PLAN_TASK_POLL_MS: u64 = 500;
 
 mod calls;
 mod live;
-pub use live::{Live, Running, StepNow};
+pub use live::{Live, Planned, Running, StepNow};
 
 pub use calls::{Nesting, PlanCalls};
 
@@ -421,10 +421,35 @@ impl PlanRunner {
         cancel: CancellationToken,
     ) -> Arc<RunRecord> {
         let owner = caller.as_ref().and_then(Caller::owner);
-        let calls = Arc::new(
-            PlanCalls::nested(self.downstreams.clone(), approval, self.nesting.clone())
-                .for_caller(caller),
-        );
+        let calls = PlanCalls::nested(self.downstreams.clone(), approval, self.nesting.clone())
+            .for_caller(caller);
+        self.run_calls(plan, calls, owner, observer, cancel).await
+    }
+
+    /// [`Self::run`] for `who`, a caller with no host session (the console's user): its
+    /// record has no owner, so it is read by its id alone.
+    pub async fn run_by(
+        &self,
+        plan: &ValidatedPlan,
+        approval: Option<Arc<Approval>>,
+        who: &crate::identity::Identity,
+        observer: &dyn Observer,
+        cancel: CancellationToken,
+    ) -> Arc<RunRecord> {
+        let calls = PlanCalls::nested(self.downstreams.clone(), approval, self.nesting.clone())
+            .for_identity(who);
+        self.run_calls(plan, calls, None, observer, cancel).await
+    }
+
+    async fn run_calls(
+        &self,
+        plan: &ValidatedPlan,
+        calls: PlanCalls,
+        owner: Option<Owner>,
+        observer: &dyn Observer,
+        cancel: CancellationToken,
+    ) -> Arc<RunRecord> {
+        let calls = Arc::new(calls);
         let settings = &self.nesting.settings;
         let watching = self.live.watch(plan, observer);
         let running = run(plan, calls, settings, &watching, cancel);

@@ -13,6 +13,7 @@ use super::Page;
 use super::html::{button, esc, json};
 use crate::approval::Waiting;
 use crate::exec::Quiet;
+use crate::identity::Identity;
 use crate::policy::{Approver, Grant};
 use crate::runner::{PlanRunner, Unchecked};
 
@@ -63,11 +64,13 @@ pub fn page(waiting: Option<Vec<Waiting>>, csrf: &str) -> String {
     main
 }
 
-/// Approves the plan behind `token` and runs it, as `grant`'s caller sees the tools: the run's page, or why it
+/// Approves the plan behind `token` and runs it for `who` (as `grant`, its grant, sees the
+/// tools): the run's page, or why it
 /// did not run.
 pub async fn approve(
     runner: &PlanRunner,
     token: &str,
+    who: &Identity,
     grant: &Grant,
     stop: &CancellationToken,
 ) -> Page {
@@ -113,7 +116,7 @@ pub async fn approve(
     }
     let approval = runner.approve(&asked, Approver::Console);
     let record = runner
-        .run(&checked.plan, Some(approval), None, &Quiet, cancel)
+        .run_by(&checked.plan, Some(approval), who, &Quiet, cancel)
         .await;
     let id = &record.run_id;
     runner.tokens.note(

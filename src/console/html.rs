@@ -44,7 +44,7 @@ th{background:#eef0f4;font-weight:600}pre{margin:0;white-space:pre-wrap;word-bre
 .badge.ok,.badge.connected,.badge.succeeded,.badge.allow,.badge.approved{background:#2f8f4e}.badge.failed,.badge.deny,.badge.declined,.badge.timed_out{background:#c0392b}
 .badge.starting,.badge.partial,.badge.skipped,.badge.cancelled,.badge.running{background:#b7791f}.badge.waiting{background:#9aa3b5}.badge.needs-sign-in,.badge.closed{background:#6b7280}
 button{padding:3px 10px;cursor:pointer}.note{color:#5b6475}svg{background:#fff;border:1px solid #e3e6eb}
-form.inline{display:inline}h2{margin:18px 0 6px;font-size:17px}
+form.inline{display:inline}.diff span{display:block}.diff .del{background:#fbe0dd}.diff .ins{background:#dcf3e2}h2{margin:18px 0 6px;font-size:17px}
 ";
 
 /// `text` made safe inside HTML text and attribute values.

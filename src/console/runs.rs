@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::html::{badge, esc, json};
+use super::html::{badge, esc, json, time};
 use crate::exec::{RunRecord, StepRecord, describe};
-use crate::runner::{Running, StepNow};
+use crate::runner::{Planned, Running, StepNow};
 
 /// A graph node's size and the room between them, in SVG units.
 const NODE_W: usize = 170;
@@ -20,8 +20,13 @@ const BARS_W: f64 = 720.0;
 const ROW_H: usize = 24;
 const LABEL_W: usize = 170;
 
-/// The plans running now (each step's state so far), then the recent runs, newest first.
-pub fn list(running: &[Arc<Running>], records: &[Arc<RunRecord>]) -> String {
+/// The plans running now (each step's state so far), the recent runs, newest first, and
+/// the last lazy plans.
+pub fn list(
+    running: &[Arc<Running>],
+    records: &[Arc<RunRecord>],
+    planned: &[Arc<Planned>],
+) -> String {
     let mut main = String::new();
     if !running.is_empty() {
         main.push_str("<h2>Running now</h2>");
@@ -73,7 +78,36 @@ pub fn list(running: &[Arc<Running>], records: &[Arc<RunRecord>]) -> String {
         );
     }
     main.push_str("</table>");
+    if !planned.is_empty() {
+        main.push_str(
+            "<h2>Planned, not run</h2><p class=\"note\">Lazy plans (<code>\"mode\": \"lazy\"</code>): what would run.</p>\
+             <table><tr><th>plan</th><th>goal</th><th>steps</th><th>sent (UTC)</th></tr>",
+        );
+    }
+    for plan in planned {
+        let _ = write!(
+            main,
+            r#"<tr class="planned" data-planned="{key}"><td><a href="/console/planned/{key}">#{key}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+            esc(plan.goal.as_deref().unwrap_or("")),
+            plan.steps.len(),
+            time(plan.at_ms),
+            key = plan.key,
+        );
+    }
+    if !planned.is_empty() {
+        main.push_str("</table>");
+    }
     main
+}
+
+/// A lazy plan: its graph and schedule.
+pub fn planned(plan: &Planned) -> String {
+    format!(
+        "<h2>Planned, not run: {}</h2><h2>Graph</h2>{}<h2>Schedule</h2><pre>{}</pre>",
+        esc(plan.goal.as_deref().unwrap_or("(no goal given)")),
+        graph(&plan.steps, true),
+        esc(&plan.schedule),
+    )
 }
 
 /// One run: its graph, timeline and steps.
@@ -91,7 +125,7 @@ pub fn one(record: &RunRecord) -> String {
         id = esc(&record.run_id),
     );
     main.push_str("<h2>Graph</h2>");
-    main.push_str(&graph(&record.steps));
+    main.push_str(&graph(&record.steps, false));
     main.push_str("<h2>Timeline</h2>");
     main.push_str(&timeline(&record.steps, record.duration_ms));
     main.push_str(
@@ -139,8 +173,9 @@ pub fn one(record: &RunRecord) -> String {
 }
 
 /// The steps as columns by depth (a step stands right of every step it waited for),
-/// each an arrow from what it waited for.
-fn graph(steps: &[StepRecord]) -> String {
+/// each an arrow from what it waited for; coloured by status, or all alike when they are
+/// only `planned`.
+fn graph(steps: &[StepRecord], planned: bool) -> String {
     let index: HashMap<&str, usize> = steps
         .iter()
         .enumerate()
@@ -191,7 +226,11 @@ fn graph(steps: &[StepRecord]) -> String {
         let _ = write!(
             svg,
             r##"<g class="node" data-step="{id}"><rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="6" fill="{fill}" stroke="#1d2330"/><text x="{tx}" y="{ty}" font-size="12" font-weight="600">{id}</text><text x="{tx}" y="{ty2}" font-size="11">{tool}</text></g>"##,
-            fill = colour(step.status.as_str()),
+            fill = if planned {
+                "#e3e6eb"
+            } else {
+                colour(step.status.as_str())
+            },
             tx = x + 8,
             ty = y + 16,
             ty2 = y + 32,

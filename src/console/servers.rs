@@ -64,13 +64,14 @@ pub fn page(downstreams: &Downstreams, csrf: &str) -> String {
     if !quarantined.is_empty() {
         main.push_str(
             "<h2>Quarantined tools</h2><p class=\"note\">Held back by servers.lock: not listed, not callable, until accepted (which pins the definition the server offers now).</p>\
-             <table><tr><th>tool</th><th>what changed</th><th>now</th><th></th></tr>",
+             <table><tr><th>tool</th><th>what changed</th><th>the definition</th><th></th></tr>",
         );
         for held in quarantined {
+            let pinned = downstreams.pinned(&held.server, &held.tool);
             let now = downstreams
                 .offered(&held.server, &held.tool)
                 .and_then(|tool| serde_json::to_value(tool).ok())
-                .map(|value| changed_parts(&value, &held.change))
+                .map(|value| changed_parts(pinned.as_ref(), &value, &held.change))
                 .unwrap_or_default();
             let _ = write!(
                 main,
@@ -104,9 +105,10 @@ pub fn page(downstreams: &Downstreams, csrf: &str) -> String {
     main
 }
 
-/// The parts `change` names ("inputSchema, description changed …"), as the server
-/// defines them now; the whole definition for a new tool.
-fn changed_parts(definition: &Value, change: &str) -> String {
+/// The parts `change` names ("inputSchema, description changed …"): a line diff of each
+/// against what the lock pinned, when it keeps that (else as the server defines it now);
+/// the whole definition for a new tool.
+fn changed_parts(pinned: Option<&Value>, definition: &Value, change: &str) -> String {
     let parts: Vec<&str> = PINNED_PARTS
         .into_iter()
         .filter(|part| change.contains(part))
@@ -114,14 +116,38 @@ fn changed_parts(definition: &Value, change: &str) -> String {
     if parts.is_empty() {
         return json(definition);
     }
-    let shown: serde_json::Map<String, Value> = parts
-        .into_iter()
-        .map(|part| {
-            let value = definition.get(part).cloned().unwrap_or(Value::Null);
-            (part.to_owned(), value)
-        })
-        .collect();
-    json(&Value::Object(shown))
+    let pick = |from: &Value| -> Value {
+        let shown: serde_json::Map<String, Value> = parts
+            .iter()
+            .map(|part| {
+                (
+                    (*part).to_owned(),
+                    from.get(*part).cloned().unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        Value::Object(shown)
+    };
+    let Some(pinned) = pinned else {
+        return format!(
+            "<p class=\"note\">as it is now (this servers.lock keeps digests only)</p>{}",
+            json(&pick(definition))
+        );
+    };
+    let text = |value: &Value| serde_json::to_string_pretty(value).unwrap_or_default();
+    let (was, now) = (text(&pick(pinned)), text(&pick(definition)));
+    let mut diff = String::from("<pre class=\"diff\">");
+    for change in similar::TextDiff::from_lines(&was, &now).iter_all_changes() {
+        let (class, sign) = match change.tag() {
+            similar::ChangeTag::Delete => ("del", '-'),
+            similar::ChangeTag::Insert => ("ins", '+'),
+            similar::ChangeTag::Equal => ("same", ' '),
+        };
+        let line = change.value().trim_end_matches('\n');
+        let _ = write!(diff, "<span class=\"{class}\">{sign} {}</span>", esc(line));
+    }
+    diff.push_str("</pre>");
+    diff
 }
 
 /// Begins the sign-in of `server` (OAuth in the browser, as `planmux login` does): the

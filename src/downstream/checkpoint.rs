@@ -141,10 +141,11 @@ impl Checkpoint {
 
 impl super::Downstreams {
     /// Accepts the quarantined tool `exported` as its server defines it now (the
-    /// console's accept button, `planmux lock` for one tool): its digest is written to
-    /// `servers.lock`, the pins are put in force and the hosts told its list changed.
+    /// console's accept button, `planmux lock` for one tool, by `caller`): its digest is
+    /// written to `servers.lock`, the pins are put in force, the hosts told its list
+    /// changed, and the audit trail records it.
     /// What was accepted, or why nothing was.
-    pub async fn accept(&self, exported: &str) -> Result<String, String> {
+    pub async fn accept(&self, exported: &str, caller: Option<&str>) -> Result<String, String> {
         let catalog = self.catalog();
         let held = catalog
             .quarantined()
@@ -169,11 +170,29 @@ impl super::Downstreams {
         if changed.any() {
             self.host.notify_changed(changed).await;
         }
-        tracing::info!(tool = exported, lock = %path.display(), "accepted a quarantined tool");
+        let tier = (self.catalog().entries().iter())
+            .find(|e| e.exported.as_str() == exported)
+            .map_or(Tier::Destructive, |e| e.tier);
+        self.policy().accepted(exported, tier, caller);
         Ok(format!(
             "{exported} accepted: its definition is pinned in {}",
             path.display()
         ))
+    }
+
+    /// The parts of `server`'s tool `tool` as `servers.lock` pinned them, if it keeps
+    /// them.
+    pub fn pinned(&self, server: &str, tool: &str) -> Option<serde_json::Value> {
+        match &*self
+            .checkpoint
+            .pins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            Pins::Locked(lock) => lock.pinned(server, tool),
+            _ => None,
+        }
     }
 
     /// The definition `server` offers now for its tool `tool` (its own name for it).

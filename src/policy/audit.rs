@@ -31,9 +31,9 @@ pub struct Decision {
     pub time_ms: u64,
     pub tool: String,
     pub tier: &'static str,
-    /// `direct`, `plan` or `approval`.
+    /// `direct`, `plan`, `approval` or `lock` (a quarantined tool accepted).
     pub path: &'static str,
-    /// `allow`, `deny`, `approved` or `declined`.
+    /// `allow`, `deny`, `approved`, `declined` or `accepted`.
     pub decision: &'static str,
     pub run: Option<String>,
     pub step: Option<String>,
@@ -46,9 +46,9 @@ pub struct Decision {
 pub(super) struct Audited<'a> {
     pub(super) tool: &'a str,
     pub(super) tier: Option<Tier>,
-    /// `direct`, `plan` or `approval`.
+    /// `direct`, `plan`, `approval` or `lock` (a quarantined tool accepted).
     pub(super) path: &'static str,
-    /// `allow`, `deny`, `approved` or `declined`.
+    /// `allow`, `deny`, `approved`, `declined` or `accepted`.
     pub(super) decision: &'static str,
     pub(super) run: Option<&'a str>,
     pub(super) step: Option<&'a str>,

@@ -121,6 +121,13 @@ impl PlanCalls {
         }
     }
 
+    /// The same calls, made as `who` may make them (a caller with no host session: the
+    /// console's user), the audit trail naming it.
+    pub fn for_identity(mut self, who: &crate::identity::Identity) -> Self {
+        self.grant = self.downstreams.grant(Some(who));
+        self
+    }
+
     /// The same calls, made for `caller` (and what it may call).
     pub fn for_caller(mut self, caller: Option<Caller>) -> Self {
         let who = caller.as_ref().and_then(|c| c.identity.as_ref());

@@ -1,8 +1,10 @@
 //! The plans running now, each step's state so far: what the console's runs page shows
 //! while a plan runs (its record is kept only once it ends). A run is watched through an
 //! [`Observer`] that notes each step and passes everything on to the run's own observer;
-//! it leaves the list when its [`Watching`] is dropped, however the run ended.
+//! it leaves the list when its [`Watching`] is dropped, however the run ended. And the
+//! last lazy plans (`"mode": "lazy"`), which run nothing: what would run.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -10,11 +12,28 @@ use std::time::Instant;
 use crate::exec::{ItemRecord, Observer, StepRecord, StepStatus};
 use crate::plan::{PlannedStep, ValidatedPlan};
 
-/// The plans running in this process.
+/// How many lazy plans are kept.
+const KEPT_PLANNED: usize = 16;
+
+/// The plans running in this process, and the last lazy ones.
 #[derive(Default)]
 pub struct Live {
     running: Mutex<Vec<Arc<Running>>>,
     next: AtomicU64,
+    planned: Mutex<VecDeque<Arc<Planned>>>,
+}
+
+/// A lazy plan: what would run, in what order, and what would need approval.
+pub struct Planned {
+    /// Its number in this process (the console's link).
+    pub key: u64,
+    pub goal: Option<String>,
+    /// When it was sent, in ms since the epoch.
+    pub at_ms: u64,
+    /// Its steps, none started, each with what it would wait for.
+    pub steps: Vec<StepRecord>,
+    /// The schedule as `planmux validate` prints it (levels, critical path, approval).
+    pub schedule: String,
 }
 
 /// One plan running.
@@ -64,6 +83,30 @@ impl Live {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The last lazy plans, newest first.
+    pub fn planned(&self) -> Vec<Arc<Planned>> {
+        let planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
+        planned.iter().rev().cloned().collect()
+    }
+
+    /// Keeps `checked`, a lazy plan, for the console (the oldest beyond
+    /// [`KEPT_PLANNED`] dropped).
+    pub fn note_planned(&self, checked: &super::Checked) {
+        let plan = &checked.plan;
+        let noted = Arc::new(Planned {
+            key: self.next.fetch_add(1, Ordering::Relaxed),
+            goal: plan.goal().map(str::to_owned),
+            at_ms: crate::state::now_ms(),
+            steps: plan.steps().iter().map(StepRecord::unstarted).collect(),
+            schedule: checked.planned_text(),
+        });
+        let mut planned = self.planned.lock().unwrap_or_else(PoisonError::into_inner);
+        if planned.len() >= KEPT_PLANNED {
+            planned.pop_front();
+        }
+        planned.push_back(noted);
     }
 
     /// Lists `plan` as running until the returned watch is dropped; its observer notes

@@ -51,6 +51,7 @@ impl Upstream {
         };
         if checked.plan.lazy() {
             // Seed 004's lazy mode: the blueprint, checked; nothing runs, nobody is asked.
+            self.runner.live.note_planned(&checked);
             let mut answer = CallToolResult::structured(checked.planned());
             answer.content = vec![ContentBlock::text(format!(
                 "Nothing ran (lazy plan). Send it again without \"mode\": \"lazy\" / \"dry_run\" to run it.\n{}",

@@ -155,9 +155,13 @@ async function main() {
     const listed = async () => (await mcp.listTools()).tools.map((t) => t.name);
     summary.quarantined_shown = await page.eval(`!!document.querySelector('tr.quarantined[data-tool=${JSON.stringify(QUARANTINED)}]')`);
     summary.quarantined_listed_before = (await listed()).includes(QUARANTINED);
+    // One whose description changed since the lock: the diff against what it pinned.
+    summary.changed_shown = await page.eval(`!!document.querySelector('tr.quarantined[data-tool=chaos__log]')`);
+    summary.diff_removed = await page.eval(`[...document.querySelectorAll('tr.quarantined[data-tool=chaos__log] .diff .del')].map(l => l.textContent)`);
+    summary.diff_added = await page.eval(`[...document.querySelectorAll('tr.quarantined[data-tool=chaos__log] .diff .ins')].map(l => l.textContent)`);
     await page.shot("servers");
     await page.eval(`document.querySelector('tr.quarantined[data-tool=${JSON.stringify(QUARANTINED)}] form').submit(); true`);
-    await page.until("the accepted tool among the tools", `!document.querySelector('tr.quarantined') && !!document.querySelector('tr.tool[data-tool=${JSON.stringify(QUARANTINED)}]')`);
+    await page.until("the accepted tool among the tools", `!document.querySelector('tr.quarantined[data-tool=${JSON.stringify(QUARANTINED)}]') && !!document.querySelector('tr.tool[data-tool=${JSON.stringify(QUARANTINED)}]')`);
     summary.quarantined_listed_after = (await listed()).includes(QUARANTINED);
     summary.accepted_call_ok = !(await mcp.callTool({ name: QUARANTINED, arguments: {} })).isError;
 
@@ -185,6 +189,22 @@ async function main() {
     summary.timeline_bars = await page.eval(`document.querySelectorAll('svg.timeline rect.bar').length`);
     summary.steps_succeeded = await page.eval(`document.querySelectorAll('tr.step[data-status=succeeded]').length`);
     await page.shot("run");
+
+    // A lazy plan runs nothing: the console shows what would run.
+    const lazy = structured(await mcp.callTool({ name: "execute_plan", arguments: {
+      goal: "only a plan", mode: "lazy", steps: [
+        { id: "x", tool: "chaos__echo", args: { n: 1 } },
+        { id: "y", tool: "fs__write_file", args: { path: "never.txt", content: "${x.n}" } },
+      ] } }));
+    summary.lazy_status = lazy.status;
+    await page.go("/console/runs");
+    await page.until("the lazy plan listed", `!!document.querySelector('tr.planned a')`);
+    await page.eval(`location.href = document.querySelector('tr.planned a').href; true`);
+    await page.until("the lazy plan's page", `location.pathname.startsWith('/console/planned/') && document.readyState === 'complete'`);
+    summary.lazy_nodes = await page.eval(`document.querySelectorAll('svg.graph g.node').length`);
+    summary.lazy_edges = await page.eval(`document.querySelectorAll('svg.graph line').length`);
+    summary.lazy_schedule_names_approval = await page.eval(`document.querySelector('main pre').textContent.includes('needs approval: y')`);
+    summary.lazy_wrote = existsSync(join(SANDBOX, "never.txt"));
 
     // A plan that writes waits for approval; approved on the page, it runs.
     const write = (name) => plan([{ id: "w", tool: "fs__write_file", args: { path: name, content: "from the console test" } }], `write ${name}`);
@@ -215,7 +235,10 @@ async function main() {
     // The audit trail, filtered by tool.
     await page.go("/console/audit?tool=fs__write_file");
     summary.audit_decisions = await page.eval(`[...document.querySelectorAll('main table tr')].slice(1).map(r => r.children[4].textContent + "/" + r.children[8].textContent)`);
+    summary.audit_callers = await page.eval(`[...document.querySelectorAll('main table tr')].slice(1).map(r => r.children[4].textContent + "/" + r.children[5].textContent)`);
     await page.shot("audit");
+    await page.go(`/console/audit?tool=${QUARANTINED}`);
+    summary.audit_accepted = await page.eval(`[...document.querySelectorAll('main table tr')].slice(1).map(r => r.children[4].textContent + "/" + r.children[5].textContent + "/" + r.children[8].textContent)`);
   } finally {
     page.close();
     await mcp.close();

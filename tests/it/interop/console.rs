@@ -2,7 +2,7 @@
 //! DevTools protocol by tests/interop/console_browser.mjs beside an MCP host (the official
 //! TypeScript SDK) on the same `planmux console`: signing in, a quarantined tool accepted
 //! and then callable, a plan watched step by step on the runs page while it runs, then
-//! with its graph and timeline,
+//! with its graph and timeline, a lazy plan's graph and schedule,
 //! a plan approved on the page (it runs) and one declined (nothing runs), the audit trail;
 //! no token, another origin and a stale CSRF token refused. The screenshots go to a
 //! temporary folder, or to docs/ with `PLANMUX_SCREENSHOTS=docs` (what the README shows).
@@ -66,6 +66,12 @@ async fn the_console_works_in_a_real_browser() -> R {
         forgotten.flatten().is_some(),
         "the lock has no chaos count: {lock}"
     );
+    // And one pinned as it was before: its description changed since.
+    let log = &mut lock["servers"]["chaos"]["log"];
+    log["description"] = Value::String("0".repeat(64));
+    let mut pinned: Value = serde_json::from_str(log["pinned"].as_str().unwrap_or("{}"))?;
+    pinned["description"] = Value::String("An older description.".into());
+    log["pinned"] = Value::String(pinned.to_string());
     std::fs::write(&lock_path, serde_json::to_string_pretty(&lock)?)?;
 
     let planmux = Listening::start(&["console"], &["--config", &config]).await?;
@@ -103,6 +109,11 @@ async fn the_console_works_in_a_real_browser() -> R {
     assert_eq!(s["quarantined_listed_before"], false, "{s}");
     assert_eq!(s["quarantined_listed_after"], true, "{s}");
     assert_eq!(s["accepted_call_ok"], true, "{s}");
+    // A changed one: what changed, as a diff against what the lock pinned.
+    assert_eq!(s["changed_shown"], true, "{s}");
+    let removed = serde_json::json!([r#"-   "description": "An older description.""#]);
+    assert_eq!(s["diff_removed"], removed, "{s}");
+    assert_eq!(s["diff_added"].as_array().map(Vec::len), Some(1), "{s}");
     let lock: Value = serde_json::from_str(&std::fs::read_to_string(&lock_path)?)?;
     assert!(
         lock["servers"]["chaos"]["count"].is_object(),
@@ -116,6 +127,12 @@ async fn the_console_works_in_a_real_browser() -> R {
     assert_eq!(s["graph_edges"], 2, "{s}");
     assert_eq!(s["timeline_bars"], 3, "{s}");
     assert_eq!(s["steps_succeeded"], 3, "{s}");
+    // A lazy plan: what would run, and what would need approval; nothing ran.
+    assert_eq!(s["lazy_status"], "planned", "{s}");
+    assert_eq!(s["lazy_nodes"], 2, "{s}");
+    assert_eq!(s["lazy_edges"], 1, "{s}");
+    assert_eq!(s["lazy_schedule_names_approval"], true, "{s}");
+    assert_eq!(s["lazy_wrote"], false, "{s}");
     // Approved on the page: it ran, once; the token then says so.
     assert_eq!(s["asked_status"], "needs_approval", "{s}");
     assert_eq!(s["approval_shows_step"], true, "{s}");
@@ -140,6 +157,21 @@ async fn the_console_works_in_a_real_browser() -> R {
     for wanted in ["approved/console", "declined/console", "allow/console"] {
         assert!(audit.contains(&wanted), "{wanted} not in {audit:?}");
     }
+    // The approved plan's call was made for the console's user (its token's holder).
+    assert!(
+        s["audit_callers"]
+            .as_array()
+            .is_some_and(|rows| rows.iter().any(|r| r == "allow/token:1")),
+        "{s}"
+    );
+    // And the tool accepted on the page, by whom: the token's holder.
+    let accepted = &s["audit_accepted"];
+    assert!(
+        accepted
+            .as_array()
+            .is_some_and(|rows| rows.iter().any(|r| r == "accepted/token:1/console")),
+        "{s}"
+    );
     Ok(())
 }
 
