@@ -129,9 +129,20 @@ pub fn one(record: &RunRecord) -> String {
     main.push_str("<h2>Timeline</h2>");
     main.push_str(&timeline(&record.steps, record.duration_ms));
     main.push_str(
-        "<h2>Steps</h2><table><tr><th>step</th><th>tool</th><th>status</th><th>attempts</th><th>ms</th><th>arguments</th><th>output or error</th></tr>",
+        "<h2>Steps</h2><table><tr><th>step</th><th>tool</th><th>status</th><th>attempts</th><th>ms</th><th>waited ms</th><th>arguments</th><th>output or error</th></tr>",
     );
+    let ends: HashMap<&str, f64> = (record.steps.iter())
+        .filter_map(|s| Some((s.id.as_str(), s.started_ms? + s.duration_ms.unwrap_or(0.0))))
+        .collect();
     for step in &record.steps {
+        // From when what it waited for had ended (the run's start, for a step that waited
+        // for nothing) to when it started: time spent on limits and the schedule.
+        let ready = (step.after.iter())
+            .filter_map(|id| ends.get(id.as_str()))
+            .fold(0.0, |a: f64, b| a.max(*b));
+        let waited = step
+            .started_ms
+            .map_or(String::new(), |at| format!("{:.1}", (at - ready).max(0.0)));
         let result = match (&step.error, &step.output, &step.reason) {
             (Some(error), _, _) => format!("<pre>{}</pre>", esc(error)),
             (None, Some(output), _) => json(output),
@@ -140,7 +151,7 @@ pub fn one(record: &RunRecord) -> String {
         };
         let _ = write!(
             main,
-            r#"<tr class="step" data-step="{id}" data-status="{status}"><td>{id}</td><td>{}<br><span class="note">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{result}</td></tr>"#,
+            r#"<tr class="step" data-step="{id}" data-status="{status}"><td>{id}</td><td>{}<br><span class="note">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{waited}</td><td>{}</td><td>{result}</td></tr>"#,
             esc(&step.tool),
             step.tier.as_str(),
             badge(step.status.as_str()),
@@ -154,7 +165,7 @@ pub fn one(record: &RunRecord) -> String {
         for item in &step.items {
             let _ = write!(
                 main,
-                r#"<tr class="item"><td>{}[{}]</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+                r#"<tr class="item"><td>{}[{}]</td><td></td><td>{}</td><td>{}</td><td>{}</td><td></td><td>{}</td><td>{}</td></tr>"#,
                 esc(&step.id),
                 item.index,
                 badge(item.status.as_str()),
