@@ -13,11 +13,13 @@
 //!
 //! Guards, in order: the request limit (`[http] max_requests` at once), `GET /health`
 //! and the protected resource metadata, the bearer token (one of `[http] tokens`,
-//! compared in constant time, or a JWT `[http.auth]` accepts: `auth.rs`; one of them is
+//! compared in constant time, or a JWT `[http.auth]` accepts: `gate.rs`; one of them is
 //! required on any address but loopback), the caller's rate (`[http] rate_limit`, per
 //! caller: 429 with `Retry-After` past it), then rmcp's own `Host` and `Origin` checks
 //! (loopback origins and `[http] origins` only) and body limit (`[http] max_body_bytes`).
 //! The caller's [`Identity`] goes to rmcp's handler in the request's extensions.
+//! `/console` has a door of its own (`http/console.rs`: the same tokens, or a browser
+//! signed in with one), and `/metrics` asks for the same token as `/mcp`.
 
 use std::convert::Infallible;
 use std::future::Future;
