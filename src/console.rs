@@ -112,7 +112,7 @@ impl Console {
             }
             (false, "/approvals") => (
                 "Approvals",
-                approvals::page(self.runner.tokens.waiting(), asked.csrf),
+                approvals::page(self.runner.tokens.waiting().await, asked.csrf),
             ),
             (false, "/audit") => (
                 "Audit",
@@ -138,7 +138,7 @@ impl Console {
             }
             (true, "/approvals/decline") => {
                 let token = asked.form.get("token").map_or("", String::as_str);
-                return approvals::decline(&self.runner, token);
+                return approvals::decline(&self.runner, token).await;
             }
             (_, path) => {
                 return Page::NotFound(format!("the console has no page '/console{path}'"));

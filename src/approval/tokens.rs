@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::request::{ApprovalStep, Request};
 use crate::identity::Owner;
-use crate::state::{Shared, now_ms};
+use crate::state::{Shared, StoreError, now_ms};
 
 /// How long a token stays good.
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -23,6 +23,11 @@ pub const TOKEN_TTL: Duration = Duration::from_secs(600);
 const MAX_TOKENS: usize = 256;
 /// Plan arguments kept for unredeemed tokens, in bytes; the oldest go first past it.
 const MAX_KEPT_BYTES: usize = 64 << 20;
+
+/// The shared store's list of tokens issued (for the consoles).
+const WAITING_LIST: &str = "approvals";
+/// The used mark of a token redeemed by its owner (the console's says how it settled it).
+const USED: &str = "1";
 
 /// Tokens issued by this process so far.
 static ISSUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -103,6 +108,17 @@ pub struct Waiting {
 }
 
 impl Pending {
+    /// It as the console lists it.
+    fn waiting(&self, token: &str) -> Waiting {
+        Waiting {
+            token: token.to_owned(),
+            request: self.request.clone(),
+            channel: self.channel,
+            owner: self.owner.clone(),
+            age: self.age(),
+        }
+    }
+
     /// How long ago it was issued.
     fn age(&self) -> Duration {
         Duration::from_millis(now_ms().saturating_sub(self.issued_ms))
@@ -178,6 +194,11 @@ impl Tokens {
             let name = format!("approval:{token}");
             shared
                 .put(&name, &text, 2 * self.ttl)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Listed for the consoles of every instance (the newest first).
+            shared
+                .push_front(WAITING_LIST, &token, MAX_TOKENS, 2 * self.ttl)
                 .await
                 .map_err(|e| e.to_string())?;
             return Ok(token);
@@ -281,10 +302,8 @@ impl Tokens {
             let used = format!("{name}:used");
             // The approval and its used mark, read together.
             let kept = shared.get_all(&[name, used.clone()]).await.map_err(store)?;
-            let (text, marked) = match kept.as_slice() {
-                [text, marked] => (text.as_deref(), marked.is_some()),
-                _ => (None, false),
-            };
+            let text = kept.first().cloned().flatten();
+            let text = text.as_deref();
             let pending: Pending = match text.map(serde_json::from_str) {
                 None => return Err(TokenError::Unknown),
                 Some(Ok(pending)) => pending,
@@ -293,12 +312,15 @@ impl Tokens {
             if !ours(&pending) {
                 return Err(TokenError::Unknown);
             }
-            if marked {
-                return Err(TokenError::Used);
+            match kept.get(1).cloned().flatten() {
+                // The console's mark says how it settled the token.
+                Some(mark) if mark != USED => return Err(TokenError::Settled(mark)),
+                Some(_) => return Err(TokenError::Used),
+                None => {}
             }
             usable(&pending)?;
             // Whichever instance marks it first runs the plan; the others are told it is used.
-            if !shared.put_new(&used, "1", 2 * ttl).await.map_err(store)? {
+            if !shared.put_new(&used, USED, 2 * ttl).await.map_err(store)? {
                 return Err(TokenError::Used);
             }
             return Ok((pending.request, pending.arguments));
@@ -319,54 +341,93 @@ impl Tokens {
         Ok((entry.request.clone(), std::mem::take(&mut entry.arguments)))
     }
 
-    /// The plans waiting for approval in this process (unused, unexpired), oldest
-    /// first; `None` with a shared store, whose tokens this process does not list.
-    pub fn waiting(&self) -> Option<Vec<Waiting>> {
-        if self.shared.is_some() {
-            return None;
-        }
-        let kept = self.lock();
-        let mut waiting: Vec<(u64, Waiting)> = kept
-            .iter()
-            .filter(|(_, p)| !p.used && p.age() <= self.ttl)
-            .map(|(token, p)| {
-                let waiting = Waiting {
-                    token: token.clone(),
-                    request: p.request.clone(),
-                    channel: p.channel,
-                    owner: p.owner.clone(),
-                    age: p.age(),
-                };
-                (p.order, waiting)
-            })
+    /// The plans waiting for approval (unused, unexpired), oldest first: this process's,
+    /// or with a shared store every instance's.
+    pub async fn waiting(&self) -> Result<Vec<Waiting>, StoreError> {
+        let Some(shared) = &self.shared else {
+            let kept = self.lock();
+            let mut waiting: Vec<(u64, Waiting)> = (kept.iter())
+                .filter(|(_, p)| !p.used && p.age() <= self.ttl)
+                .map(|(token, p)| (p.order, p.waiting(token)))
+                .collect();
+            waiting.sort_by_key(|(order, _)| *order);
+            return Ok(waiting.into_iter().map(|(_, w)| w).collect());
+        };
+        let mut listed = shared.list(WAITING_LIST).await?;
+        listed.reverse();
+        let names: Vec<String> = (listed.iter())
+            .flat_map(|t| [format!("approval:{t}"), format!("approval:{t}:used")])
             .collect();
-        waiting.sort_by_key(|(order, _)| *order);
-        Some(waiting.into_iter().map(|(_, w)| w).collect())
+        let kept = if names.is_empty() {
+            Vec::new()
+        } else {
+            shared.get_all(&names).await?
+        };
+        let mut waiting = Vec::new();
+        for (token, pair) in listed.iter().zip(kept.chunks(2)) {
+            let [Some(text), None] = pair else { continue };
+            let pending: Pending =
+                serde_json::from_str(text).map_err(|e| shared.unreadable("an approval", e))?;
+            if pending.age() <= self.ttl {
+                waiting.push(pending.waiting(token));
+            }
+        }
+        Ok(waiting)
     }
 
     /// The console's answer to the plan behind `token`, whoever asked: its request and
     /// arguments, once (the token is used: a later `approve_plan` or retry is told
-    /// `settled`, which says how). Tokens in a shared store are not settled here.
-    pub fn settle(&self, token: &str, settled: String) -> Result<(Request, Value), TokenError> {
-        if self.shared.is_some() {
-            return Err(TokenError::Unknown);
+    /// `settled`, which says how).
+    pub async fn settle(&self, token: &str, settled: &str) -> Result<(Request, Value), TokenError> {
+        let expired = |p: &Pending| {
+            let age = p.age();
+            (age > self.ttl).then(|| TokenError::Expired((age - self.ttl).as_secs()))
+        };
+        if let Some(shared) = &self.shared {
+            let store = |e: crate::state::StoreError| TokenError::Store(e.to_string());
+            let name = format!("approval:{token}");
+            let text = shared.get(&name).await.map_err(store)?;
+            let pending: Pending = match text.map(|t| serde_json::from_str(&t)) {
+                None => return Err(TokenError::Unknown),
+                Some(Ok(pending)) => pending,
+                Some(Err(e)) => return Err(store(shared.unreadable("an approval", e))),
+            };
+            if let Some(expired) = expired(&pending) {
+                return Err(expired);
+            }
+            let used = format!("{name}:used");
+            if !shared
+                .put_new(&used, settled, 2 * self.ttl)
+                .await
+                .map_err(store)?
+            {
+                return Err(TokenError::Used);
+            }
+            return Ok((pending.request, pending.arguments));
         }
         let mut kept = self.lock();
         let entry = kept.get_mut(token).ok_or(TokenError::Unknown)?;
         if entry.used {
             return Err(TokenError::Used);
         }
-        let age = entry.age();
-        if age > self.ttl {
-            return Err(TokenError::Expired((age - self.ttl).as_secs()));
+        if let Some(expired) = expired(entry) {
+            return Err(expired);
         }
         entry.used = true;
-        entry.settled = Some(settled);
+        entry.settled = Some(settled.to_owned());
         Ok((entry.request.clone(), std::mem::take(&mut entry.arguments)))
     }
 
-    /// Tells later uses of `token` how the console settled it (`settled`, once known).
-    pub fn note(&self, token: &str, settled: String) {
+    /// Tells later uses of `token`, settled on the console, how it went (`settled`, once
+    /// known). A shared store that cannot take it is logged: the token stays used.
+    pub async fn note(&self, token: &str, settled: String) {
+        if let Some(shared) = &self.shared {
+            let used = format!("approval:{token}:used");
+            if let Err(error) = shared.put(&used, &settled, 2 * self.ttl).await {
+                tracing::warn!(%error, "how the console settled an approval is not kept");
+            }
+            return;
+        }
         if let Some(entry) = self.lock().get_mut(token) {
             entry.settled = Some(settled);
         }
@@ -436,165 +497,4 @@ fn mismatch(asked: &[ApprovalStep], given: &Value) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::approval::digest;
-    use crate::approval::fixtures::{request, steps_of};
-    use crate::policy::Tier;
-
-    #[tokio::test]
-    async fn a_token_runs_its_plan_once_with_the_steps_repeated() {
-        let tokens = Tokens::default();
-        let asked = request(&[("w", "fs__write", Tier::Write)]);
-        let steps = steps_of(&asked);
-        let token = tokens
-            .issue(asked.clone(), json!({"plan": 1}), Channel::Model, None)
-            .await
-            .unwrap_or_default();
-        assert!(token.starts_with("pa_") && token.len() == 35, "{token}");
-        assert_eq!(
-            tokens.redeem_steps("pa_nope", &steps, None, None).await,
-            Err(TokenError::Unknown)
-        );
-        // A host token is not the model's to redeem, and the other way round.
-        assert_eq!(
-            tokens.redeem_digest(&token, &asked.digest, None).await,
-            Err(TokenError::Unknown)
-        );
-        let mut changed = steps.clone();
-        changed[0]["args"]["path"] = json!("/etc/passwd");
-        assert_eq!(
-            tokens.redeem_steps(&token, &changed, None, None).await,
-            Err(TokenError::Mismatch("step 'w' differs in 'args'".into()))
-        );
-        assert!(matches!(
-            tokens.redeem_steps(&token, &json!([]), None, None).await,
-            Err(TokenError::Mismatch(_))
-        ));
-        assert!(matches!(
-            tokens
-                .redeem_steps(&token, &steps, Some(&json!({"x": 1})), None)
-                .await,
-            Err(TokenError::Mismatch(_))
-        ));
-        // Repeated as JSON text, and with 420.0 written back as 420: the same steps.
-        let text = serde_json::to_string(&steps)
-            .unwrap_or_default()
-            .replace("420.0", "420");
-        let (got, arguments) = tokens
-            .redeem_steps(&token, &Value::String(text), None, None)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(got, asked);
-        assert_eq!(arguments, json!({"plan": 1}));
-        assert_eq!(
-            tokens.redeem_steps(&token, &steps, None, None).await,
-            Err(TokenError::Used)
-        );
-    }
-
-    #[tokio::test]
-    async fn a_host_token_is_bound_to_the_plan_digest_and_expires() {
-        let tokens = Tokens::with_ttl(Duration::ZERO);
-        let asked = request(&[("rm", "fs__rm", Tier::Destructive)]);
-        let token = tokens
-            .issue(asked.clone(), Value::Null, Channel::Host, None)
-            .await
-            .unwrap_or_default();
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(matches!(
-            tokens.redeem_digest(&token, &asked.digest, None).await,
-            Err(TokenError::Expired(_))
-        ));
-        let tokens = Tokens::default();
-        let token = tokens
-            .issue(asked.clone(), Value::Null, Channel::Host, None)
-            .await
-            .unwrap_or_default();
-        assert_eq!(
-            tokens
-                .redeem_digest(&token, &digest(&json!({"other": true})), None)
-                .await,
-            Err(TokenError::OtherPlan)
-        );
-        assert_eq!(
-            tokens.redeem_digest(&token, &asked.digest, None).await,
-            Ok(asked)
-        );
-    }
-
-    /// Over HTTP a token is redeemed only in the session it was handed to: in another,
-    /// it is as unknown as a made-up one, and stays good for its own.
-    #[tokio::test]
-    async fn a_token_is_redeemed_only_by_its_session() {
-        let tokens = Tokens::default();
-        let asked = request(&[("w", "fs__write", Tier::Write)]);
-        let token = tokens
-            .issue(
-                asked.clone(),
-                Value::Null,
-                Channel::Model,
-                Some(Owner::Session(1)),
-            )
-            .await
-            .unwrap_or_default();
-        let steps = steps_of(&asked);
-        for other in [Some(Owner::Session(2)), None] {
-            assert_eq!(
-                tokens.redeem_steps(&token, &steps, None, other).await,
-                Err(TokenError::Unknown)
-            );
-        }
-        assert!(
-            tokens
-                .redeem_steps(&token, &steps, None, Some(Owner::Session(1)))
-                .await
-                .is_ok()
-        );
-        let host = tokens
-            .issue(
-                asked.clone(),
-                Value::Null,
-                Channel::Host,
-                Some(Owner::Session(1)),
-            )
-            .await
-            .unwrap_or_default();
-        assert_eq!(
-            tokens
-                .redeem_digest(&host, &asked.digest, Some(Owner::Session(2)))
-                .await,
-            Err(TokenError::Unknown)
-        );
-        assert!(
-            tokens
-                .redeem_digest(&host, &asked.digest, Some(Owner::Session(1)))
-                .await
-                .is_ok()
-        );
-    }
-
-    #[tokio::test]
-    async fn tokens_are_bounded_and_the_oldest_go_first() {
-        let tokens = Tokens::default();
-        let asked = request(&[("w", "fs__write", Tier::Write)]);
-        let first = tokens
-            .issue(asked.clone(), Value::Null, Channel::Model, None)
-            .await
-            .unwrap_or_default();
-        for _ in 0..MAX_TOKENS {
-            let _ = tokens
-                .issue(asked.clone(), Value::Null, Channel::Model, None)
-                .await;
-        }
-        assert_eq!(tokens.lock().len(), MAX_TOKENS);
-        assert_eq!(
-            tokens
-                .redeem_steps(&first, &steps_of(&asked), None, None)
-                .await,
-            Err(TokenError::Unknown)
-        );
-    }
-}
+mod tests;

@@ -16,11 +16,18 @@ use crate::exec::Quiet;
 use crate::identity::Identity;
 use crate::policy::{Approver, Grant};
 use crate::runner::{PlanRunner, Unchecked};
+use crate::state::StoreError;
 
-/// The page's main part; `None` when the tokens live in a shared store.
-pub fn page(waiting: Option<Vec<Waiting>>, csrf: &str) -> String {
-    let Some(waiting) = waiting else {
-        return "<h2>Approvals</h2><p class=\"note\">Approval tokens live in the shared store ([state] store): approve them with approve_plan; the console lists those of a memory store only.</p>".into();
+/// The page's main part (or why the shared store could not list them).
+pub fn page(waiting: Result<Vec<Waiting>, StoreError>, csrf: &str) -> String {
+    let waiting = match waiting {
+        Ok(waiting) => waiting,
+        Err(error) => {
+            return format!(
+                "<h2>Approvals</h2><p class=\"note\">The plans waiting cannot be listed: {}</p>",
+                esc(&error.to_string())
+            );
+        }
     };
     let mut main = format!(
         "<h2>Approvals</h2><p class=\"note\">{} plan(s) waiting for approval, oldest first.</p>",
@@ -74,10 +81,7 @@ pub async fn approve(
     grant: &Grant,
     stop: &CancellationToken,
 ) -> Page {
-    let (asked, arguments) = match runner
-        .tokens
-        .settle(token, "approved on the console".into())
-    {
+    let (asked, arguments) = match runner.tokens.settle(token, "approved on the console").await {
         Ok(found) => found,
         Err(why) => return Page::Refused(format!("{why}; nothing ran")),
     };
@@ -91,14 +95,18 @@ pub async fn approve(
             );
             runner
                 .tokens
-                .note(token, format!("approved on the console, but {why}"));
+                .note(token, format!("approved on the console, but {why}"))
+                .await;
             return Page::Refused(why);
         }
         Err(Unchecked::Unfinished(why)) => {
-            runner.tokens.note(
-                token,
-                format!("approved on the console, but not checked: {why}"),
-            );
+            runner
+                .tokens
+                .note(
+                    token,
+                    format!("approved on the console, but not checked: {why}"),
+                )
+                .await;
             return Page::Refused(format!("{why}; nothing ran"));
         }
     };
@@ -111,7 +119,8 @@ pub async fn approve(
         let why = "the tools this plan calls changed since approval was asked for; nothing ran";
         runner
             .tokens
-            .note(token, format!("approved on the console, but {why}"));
+            .note(token, format!("approved on the console, but {why}"))
+            .await;
         return Page::Refused(why.into());
     }
     let approval = runner.approve(&asked, Approver::Console);
@@ -119,18 +128,17 @@ pub async fn approve(
         .run_by(&checked.plan, Some(approval), who, &Quiet, cancel)
         .await;
     let id = &record.run_id;
-    runner.tokens.note(
-        token,
-        format!("approved on the console, and its plan ran: read planmux://runs/{id}"),
-    );
+    let note = format!("approved on the console, and its plan ran: read planmux://runs/{id}");
+    runner.tokens.note(token, note).await;
     Page::SeeOther(format!("/console/runs/{id}"))
 }
 
 /// Declines the plan behind `token`: recorded, nothing runs.
-pub fn decline(runner: &Arc<PlanRunner>, token: &str) -> Page {
+pub async fn decline(runner: &Arc<PlanRunner>, token: &str) -> Page {
     match runner
         .tokens
-        .settle(token, "declined on the console; nothing ran".into())
+        .settle(token, "declined on the console; nothing ran")
+        .await
     {
         Ok((asked, _)) => {
             runner.decline(&asked, Approver::Console);

@@ -20,6 +20,15 @@ const TOKEN: &str = "console-test-token-0123456789";
 /// The tool `servers.lock` is made to hold back (new since the lock).
 const HELD: &str = "chaos__count";
 
+/// The CSRF token a console page's forms carry.
+pub(super) fn csrf_of(page: &str) -> String {
+    page.split(r#"name="csrf" value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// Debian's Chromium (or `$CHROMIUM`), checked to be there.
 fn chromium() -> String {
     let path = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
@@ -214,12 +223,7 @@ async fn a_server_signs_in_from_the_console() -> R {
     let (page, found) = page_until("/console/servers/sign-in").await;
     assert!(found, "no Sign in button: {page}\n{}", fixture.logs());
     assert!(page.contains("needs sign-in"), "{page}");
-    let csrf = page
-        .split(r#"name="csrf" value=""#)
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_default()
-        .to_owned();
+    let csrf = csrf_of(&page);
     let pressed = http
         .post(format!("{base}/console/servers/sign-in"))
         .header("origin", &base)

@@ -98,7 +98,8 @@ async fn knock(url: &str, token: &str) -> anyhow::Result<(u16, String)> {
 
 /// Approval tokens, run records and rates are one team's across instances: a token
 /// handed out by one is redeemed on another, once (a replay is refused on both, another
-/// caller cannot use it); a run made on one is read on another by its owner only; a
+/// caller cannot use it), and listed and approved on another's console; a run made on
+/// one is read on another by its owner only; a
 /// caller's rate counts its requests on both. Redis killed: the requests that need it
 /// are refused saying so, the instances keep serving and nothing runs; Redis back: they
 /// work again, without a restart.
@@ -166,6 +167,51 @@ async fn instances_share_approvals_runs_and_rates_through_redis() -> R {
     assert!(said(&record).contains("files__write_file"), "{record}");
     let refused = read(bob(0).await?).await?;
     assert!(said(&refused).contains("no run record"), "{refused}");
+
+    // Every instance's console lists an approval asked on one (the store's list of
+    // them); approved on b's console, the plan runs there, once, and the token then says
+    // so on a.
+    let asked = alice(0)
+        .await?
+        .ask("tools/call", writing_plan("console.txt"))
+        .await?;
+    let token = asked["structuredContent"]["approval"]["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let console = |i: usize| format!("http://127.0.0.1:{}/console", ports[i]);
+    let approvals = async |i: usize| -> anyhow::Result<String> {
+        let page = client()
+            .get(format!("{}/approvals", console(i)))
+            .bearer_auth(&alice_token)
+            .send()
+            .await?;
+        Ok(page.text().await?)
+    };
+    let page = approvals(1).await?;
+    assert!(page.contains(&format!(r#"data-token="{token}""#)), "{page}");
+    let csrf = super::console::csrf_of(&page);
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let approved = no_redirects
+        .post(format!("{}/approvals/approve", console(1)))
+        .bearer_auth(&alice_token)
+        .header("origin", format!("http://127.0.0.1:{}", ports[1]))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}&csrf={csrf}"))
+        .send()
+        .await?;
+    assert_eq!(approved.status(), 303, "{}", approved.text().await?);
+    assert!(b.1.path().join("sandbox/console.txt").is_file(), "b ran it");
+    let page = approvals(0).await?;
+    assert!(!page.contains(&token), "still listed on a: {page}");
+    let again = alice(0)
+        .await?
+        .ask("tools/call", approval_of(&asked))
+        .await?;
+    assert!(said(&again).contains("approved on the console"), "{again}");
+    assert!(!a.1.path().join("sandbox/console.txt").exists());
 
     // Bob's rate counts on both: 40 a minute in all, not 40 on each.
     let (mut admitted, mut limited_on) = (0, [false; 2]);
