@@ -138,7 +138,7 @@ impl Console {
             }
             (true, "/approvals/decline") => {
                 let token = asked.form.get("token").map_or("", String::as_str);
-                return approvals::decline(&self.runner, token).await;
+                return approvals::decline(&self.runner, token, asked.who).await;
             }
             (_, path) => {
                 return Page::NotFound(format!("the console has no page '/console{path}'"));

@@ -103,14 +103,16 @@ impl Policy {
     }
 
     /// Records the user's yes to `steps` (step id, exported tool, tier) of the plan with
-    /// digest `plan`, and returns the approval a run carries to the checkpoint.
+    /// digest `plan`, asked for by `caller` (`None`: no identity), and returns the
+    /// approval a run carries to the checkpoint.
     pub fn approve<'a>(
         &self,
         steps: impl IntoIterator<Item = (&'a str, &'a str, Tier)>,
         by: Approver,
         plan: &str,
+        caller: Option<&str>,
     ) -> Approval {
-        Approval::given(&self.audit, steps, by, plan)
+        Approval::given(&self.audit, steps, by, plan, caller)
     }
 
     /// Records that the user declined (or cancelled, or never answered) the approval of
@@ -120,8 +122,9 @@ impl Policy {
         steps: impl IntoIterator<Item = (&'a str, &'a str, Tier)>,
         by: Approver,
         plan: &str,
+        caller: Option<&str>,
     ) {
-        approval::declined(&self.audit, steps, by, plan);
+        approval::declined(&self.audit, steps, by, plan, caller);
     }
 
     /// Records that `caller` (`None`: no identity) accepted the quarantined tool `tool`
@@ -418,7 +421,12 @@ mod tests {
                 .authorize("fs__write", write, None, &Route::Direct, &Grant::all())
                 .is_ok()
         );
-        let approval = policy.approve([("w", "fs__write", Tier::Write)], Approver::Token, "d1");
+        let approval = policy.approve(
+            [("w", "fs__write", Tier::Write)],
+            Approver::Token,
+            "d1",
+            None,
+        );
         assert!(
             policy
                 .authorize(

@@ -400,13 +400,14 @@ impl PlanRunner {
     }
 
     /// The user said yes to `request`: the approval a run carries to the checkpoint.
-    pub fn approve(&self, request: &Request, by: Approver) -> Arc<Approval> {
-        Arc::new(request.approve(&self.downstreams.policy(), by))
+    /// `caller` is who asked (as the audit trail names it; `None`: no identity).
+    pub fn approve(&self, request: &Request, by: Approver, caller: Option<&str>) -> Arc<Approval> {
+        Arc::new(request.approve(&self.downstreams.policy(), by, caller))
     }
 
     /// The user said no to `request` (or never answered): recorded in the audit trail.
-    pub fn decline(&self, request: &Request, by: Approver) {
-        request.decline(&self.downstreams.policy(), by);
+    pub fn decline(&self, request: &Request, by: Approver, caller: Option<&str>) {
+        request.decline(&self.downstreams.policy(), by, caller);
     }
 
     /// Runs a validated plan for `caller` (the host session that sent it, if any) and

@@ -100,7 +100,7 @@ async fn run_plan(scenario: &Scenario, runner: &PlanRunner) -> anyhow::Result<Ar
     let approval = checked
         .approval
         .as_ref()
-        .map(|asked| runner.approve(asked, Approver::Flag));
+        .map(|asked| runner.approve(asked, Approver::Flag, None));
     let record = runner
         .run(&checked.plan, approval, None, &Quiet, cancel)
         .await;

@@ -126,15 +126,15 @@ impl Request {
 
     /// The user said yes to every step listed: the approval a run carries to the
     /// checkpoint, recorded in the audit trail.
-    pub fn approve(&self, policy: &Policy, by: Approver) -> Approval {
+    pub fn approve(&self, policy: &Policy, by: Approver, caller: Option<&str>) -> Approval {
         crate::metrics::approval(crate::metrics::Approval::Granted);
-        policy.approve(self.audited(), by, &self.digest)
+        policy.approve(self.audited(), by, &self.digest, caller)
     }
 
     /// The user said no (or did not answer): recorded in the audit trail.
-    pub fn decline(&self, policy: &Policy, by: Approver) {
+    pub fn decline(&self, policy: &Policy, by: Approver, caller: Option<&str>) {
         crate::metrics::approval(crate::metrics::Approval::Declined);
-        policy.decline(self.audited(), by, &self.digest);
+        policy.decline(self.audited(), by, &self.digest, caller);
     }
 
     fn audited(&self) -> impl Iterator<Item = (&str, &str, Tier)> {

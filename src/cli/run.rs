@@ -84,16 +84,16 @@ async fn run_plan(
         }
         let approval = match &checked.approval {
             None => None,
-            Some(asked) if yes => Some(runner.approve(asked, Approver::Flag)),
+            Some(asked) if yes => Some(runner.approve(asked, Approver::Flag, None)),
             Some(asked) => {
                 let answer = tokio::select! {
                     answer = terminal::ask(asked.message(), source == "-") => answer,
                     () = signal() => Ok(false),
                 };
                 match answer {
-                    Ok(true) => Some(runner.approve(asked, Approver::Terminal)),
+                    Ok(true) => Some(runner.approve(asked, Approver::Terminal, None)),
                     refused => {
-                        runner.decline(asked, Approver::Terminal);
+                        runner.decline(asked, Approver::Terminal, None);
                         return Ran::Declined {
                             why: declined(&asked.message(), refused),
                             steps: json!(asked.steps),

@@ -123,7 +123,8 @@ pub async fn approve(
             .await;
         return Page::Refused(why.into());
     }
-    let approval = runner.approve(&asked, Approver::Console);
+    let caller = Some(who.sub.as_str()).filter(|sub| !sub.is_empty());
+    let approval = runner.approve(&asked, Approver::Console, caller);
     let record = runner
         .run_by(&checked.plan, Some(approval), who, &Quiet, cancel)
         .await;
@@ -133,15 +134,16 @@ pub async fn approve(
     Page::SeeOther(format!("/console/runs/{id}"))
 }
 
-/// Declines the plan behind `token`: recorded, nothing runs.
-pub async fn decline(runner: &Arc<PlanRunner>, token: &str) -> Page {
+/// Declines the plan behind `token` for `who`: recorded, nothing runs.
+pub async fn decline(runner: &Arc<PlanRunner>, token: &str, who: &Identity) -> Page {
     match runner
         .tokens
         .settle(token, "declined on the console; nothing ran")
         .await
     {
         Ok((asked, _)) => {
-            runner.decline(&asked, Approver::Console);
+            let caller = Some(who.sub.as_str()).filter(|sub| !sub.is_empty());
+            runner.decline(&asked, Approver::Console, caller);
             Page::SeeOther("/console/approvals".into())
         }
         Err(why) => Page::Refused(why.to_string()),

@@ -75,10 +75,17 @@ impl Approval {
         steps: impl IntoIterator<Item = (&'a str, &'a str, Tier)>,
         by: Approver,
         plan: &str,
+        caller: Option<&str>,
     ) -> Approval {
         let mut approved = BTreeSet::new();
         for (step, tool, tier) in steps {
-            answer(audit, step, tool, tier, "approved", by, plan);
+            let answered = Answered {
+                decision: "approved",
+                by,
+                plan,
+                caller,
+            };
+            answer(audit, step, tool, tier, &answered);
             approved.insert((step.to_owned(), tool.to_owned()));
         }
         Approval {
@@ -95,31 +102,39 @@ pub(super) fn declined<'a>(
     steps: impl IntoIterator<Item = (&'a str, &'a str, Tier)>,
     by: Approver,
     plan: &str,
+    caller: Option<&str>,
 ) {
+    let answered = Answered {
+        decision: "declined",
+        by,
+        plan,
+        caller,
+    };
     for (step, tool, tier) in steps {
-        answer(audit, step, tool, tier, "declined", by, plan);
+        answer(audit, step, tool, tier, &answered);
     }
 }
 
-/// The user's answer (`approved`, `declined`) about one step, in the audit trail.
-fn answer(
-    audit: &AuditTrail,
-    step: &str,
-    tool: &str,
-    tier: Tier,
+/// A user's answer to an approval: `approved` or `declined`, by whom, for which plan,
+/// asked for by which caller.
+struct Answered<'a> {
     decision: &'static str,
     by: Approver,
-    plan: &str,
-) {
+    plan: &'a str,
+    caller: Option<&'a str>,
+}
+
+/// The user's answer about one step, in the audit trail.
+fn answer(audit: &AuditTrail, step: &str, tool: &str, tier: Tier, answered: &Answered<'_>) {
     audit.record(Audited {
         tool,
         tier: Some(tier),
         path: "approval",
-        decision,
+        decision: answered.decision,
         run: None,
         step: Some(step),
-        approved_by: Some(by.as_str()),
-        plan: Some(plan),
-        caller: None,
+        approved_by: Some(answered.by.as_str()),
+        plan: Some(answered.plan),
+        caller: answered.caller,
     });
 }

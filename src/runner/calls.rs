@@ -174,7 +174,8 @@ impl PlanCalls {
                     if outer.covers(step.id.as_str(), name)
                         && highest.is_none_or(|tier| tier <= step.tier) =>
                 {
-                    Some(Arc::new(request.approve(&policy, outer.by())))
+                    let caller = Some(self.grant.caller()).filter(|c| !c.is_empty());
+                    Some(Arc::new(request.approve(&policy, outer.by(), caller)))
                 }
                 _ => {
                     return Err(InvokeError::Rejected(format!(
@@ -356,7 +357,7 @@ args = { path = "note.txt", content = "${input.text}" }
             values: Vec::new(),
             digest: digest(&json!({})),
         };
-        Arc::new(request.approve(&downstreams.policy(), Approver::Flag))
+        Arc::new(request.approve(&downstreams.policy(), Approver::Flag, None))
     }
 
     fn call(

@@ -185,7 +185,8 @@ impl Upstream {
             )
             .into();
         }
-        let approval = self.runner.approve(&asked, Approver::Token);
+        let caller = Some(grant.caller()).filter(|c| !c.is_empty());
+        let approval = self.runner.approve(&asked, Approver::Token, caller);
         self.run(&checked.plan, Some(approval), context, cancel)
             .await
     }
@@ -202,6 +203,8 @@ impl Upstream {
     ) -> Result<Arc<Approval>, Instead> {
         // A token is redeemed only in the session it was handed to.
         let owner = Caller::of(context, &self.session).owner();
+        let grant = self.grant(context);
+        let caller = Some(grant.caller()).filter(|c| !c.is_empty());
         if let Some(state) = answer.state {
             let approved = self
                 .runner
@@ -221,9 +224,9 @@ impl Upstream {
                 .and_then(|mut responses| responses.remove(APPROVAL_KEY))
                 .and_then(|reply| serde_json::from_value::<ElicitResult>(reply).ok());
             return match reply {
-                Some(reply) => self.decided(&asked, reply.action),
+                Some(reply) => self.decided(&asked, reply.action, caller),
                 None => {
-                    self.runner.decline(&asked, Approver::Host);
+                    self.runner.decline(&asked, Approver::Host, caller);
                     Err(tool_error(format!(
                     "the host's retry carried no answer to the approval request '{APPROVAL_KEY}'; nothing ran"
                 ))
@@ -253,9 +256,9 @@ impl Upstream {
                 return Err(InputRequiredResult::new(Some(requests), Some(token)).into());
             }
             match self.elicit(params, context).await {
-                Elicited::Answer(action) => return self.decided(&asked, action),
+                Elicited::Answer(action) => return self.decided(&asked, action, caller),
                 Elicited::Unanswered(why) => {
-                    self.runner.decline(&asked, Approver::Host);
+                    self.runner.decline(&asked, Approver::Host, caller);
                     return Err(tool_error(format!("{why}; nothing ran")).into());
                 }
                 Elicited::Unsupported(error) => {
@@ -330,9 +333,10 @@ impl Upstream {
         &self,
         asked: &Request,
         action: ElicitationAction,
+        caller: Option<&str>,
     ) -> Result<Arc<Approval>, Instead> {
         match action {
-            ElicitationAction::Accept => Ok(self.runner.approve(asked, Approver::Host)),
+            ElicitationAction::Accept => Ok(self.runner.approve(asked, Approver::Host, caller)),
             // Decline, cancel, and anything a later protocol adds: not a yes.
             _ => {
                 let how = if action == ElicitationAction::Cancel {
@@ -340,7 +344,7 @@ impl Upstream {
                 } else {
                     "declined"
                 };
-                self.runner.decline(asked, Approver::Host);
+                self.runner.decline(asked, Approver::Host, caller);
                 Err(tool_error(format!(
                     "the user {how} the plan's approval; nothing ran ({} step(s) needed it)",
                     asked.steps.len()

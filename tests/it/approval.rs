@@ -295,7 +295,7 @@ async fn the_checkpoint_refuses_an_unapproved_write_whoever_runs_the_plan() -> R
     assert!(!note(dir.path()).exists());
 
     // The same plan with the approval the user gave runs the write.
-    let approval = asked.map(|a| runner.approve(&a, Approver::Flag));
+    let approval = asked.map(|a| runner.approve(&a, Approver::Flag, None));
     let record = runner
         .run(&checked.plan, approval, None, &Quiet, cancel)
         .await;

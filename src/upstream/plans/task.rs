@@ -75,9 +75,13 @@ impl Upstream {
         caller: Caller,
         cx: TaskContext,
     ) -> Result<rmcp::model::CallToolResult, TaskExit> {
+        // Who asked, as the audit trail names the answer.
+        let who = (caller.identity.as_ref())
+            .map(|i| i.sub.clone())
+            .filter(|sub| !sub.is_empty());
         let approval = match asked {
             None => None,
-            Some(asked) => match self.approved_in(&asked, &cx).await? {
+            Some(asked) => match self.approved_in(&asked, &cx, who.as_deref()).await? {
                 Ok(approval) => Some(approval),
                 Err(Instead(instead)) => return Ok(instead_result(*instead)),
             },
@@ -110,6 +114,7 @@ impl Upstream {
         &self,
         asked: &Request,
         cx: &TaskContext,
+        who: Option<&str>,
     ) -> Result<Result<Arc<Approval>, Instead>, TaskExit> {
         cx.set_status_message("waiting for the user's approval");
         crate::metrics::approval(crate::metrics::Approval::Asked);
@@ -122,14 +127,14 @@ impl Upstream {
         let reply = match cx.request_input(APPROVAL_KEY, request).await {
             Ok(reply) => reply,
             Err(exit) => {
-                self.runner.decline(asked, Approver::Host);
+                self.runner.decline(asked, Approver::Host, who);
                 return Err(exit);
             }
         };
         match serde_json::from_value::<ElicitResult>(reply) {
-            Ok(reply) => Ok(self.decided(asked, reply.action)),
+            Ok(reply) => Ok(self.decided(asked, reply.action, who)),
             Err(e) => {
-                self.runner.decline(asked, Approver::Host);
+                self.runner.decline(asked, Approver::Host, who);
                 let why = format!("inputResponses.{APPROVAL_KEY}: not an elicitation result: {e}");
                 Err(TaskExit::Error(ErrorData::invalid_params(why, None)))
             }
