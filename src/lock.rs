@@ -16,7 +16,7 @@ pub const LOCK_FILE: &str = "servers.lock";
 
 /// The parts of a definition that are pinned, each by its own digest so that a change
 /// can be named.
-const PARTS: [&str; 5] = [
+pub const PARTS: [&str; 5] = [
     "description",
     "inputSchema",
     "outputSchema",

@@ -95,6 +95,14 @@ struct Pending {
     settled: Option<String>,
 }
 
+/// Who redeems a token: its owner (as [`Owner::stored`] spells it), the way it was handed
+/// out; or the console, for whoever asked, saying how it settled it.
+#[derive(Clone, Copy)]
+enum By<'a> {
+    Owner(Channel, Option<&'a str>),
+    Console(&'a str),
+}
+
 /// A plan waiting for approval, as the console shows it.
 #[derive(Debug, Clone)]
 pub struct Waiting {
@@ -235,7 +243,9 @@ impl Tokens {
         inputs: Option<&Value>,
         owner: Option<Owner>,
     ) -> Result<(Request, Value), TokenError> {
-        self.redeem(token, Channel::Model, owner, |request| {
+        let owner = owner.as_ref().map(Owner::stored);
+        let by = By::Owner(Channel::Model, owner.as_deref());
+        self.redeem(token, by, |request| {
             if let Some(why) = mismatch(&request.steps, steps) {
                 return Err(TokenError::Mismatch(why));
             }
@@ -262,7 +272,9 @@ impl Tokens {
         digest: &str,
         owner: Option<Owner>,
     ) -> Result<Request, TokenError> {
-        self.redeem(token, Channel::Host, owner, |request| {
+        let owner = owner.as_ref().map(Owner::stored);
+        let by = By::Owner(Channel::Host, owner.as_deref());
+        self.redeem(token, by, |request| {
             if request.digest == digest {
                 Ok(())
             } else {
@@ -273,11 +285,12 @@ impl Tokens {
         .map(|(request, _)| request)
     }
 
+    /// The plan behind `token`, once, for `by`, when `check` passes: the token is marked
+    /// used (by the console: with how it settled it).
     async fn redeem(
         &self,
         token: &str,
-        channel: Channel,
-        owner: Option<Owner>,
+        by: By<'_>,
         check: impl FnOnce(&Request) -> Result<(), TokenError>,
     ) -> Result<(Request, Value), TokenError> {
         // Nothing planmux issued looks otherwise ("pa_" and 32 hex digits).
@@ -285,9 +298,18 @@ impl Tokens {
         if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(TokenError::Unknown);
         }
-        let owner = owner.as_ref().map(Owner::stored);
-        // Another owner's token is as unknown here as a made-up one.
-        let ours = |p: &Pending| p.channel == channel && p.owner == owner;
+        // Another owner's token is as unknown here as a made-up one; the console settles
+        // anyone's.
+        let ours = |p: &Pending| match by {
+            By::Owner(channel, owner) => p.channel == channel && p.owner.as_deref() == owner,
+            By::Console(_) => true,
+        };
+        // An owner is told how the console settled its token.
+        let owner_told = matches!(by, By::Owner(..));
+        let mark = match by {
+            By::Owner(..) => USED,
+            By::Console(settled) => settled,
+        };
         let ttl = self.ttl;
         let usable = |p: &Pending| {
             let age = p.age();
@@ -314,13 +336,13 @@ impl Tokens {
             }
             match kept.get(1).cloned().flatten() {
                 // The console's mark says how it settled the token.
-                Some(mark) if mark != USED => return Err(TokenError::Settled(mark)),
+                Some(mark) if mark != USED && owner_told => return Err(TokenError::Settled(mark)),
                 Some(_) => return Err(TokenError::Used),
                 None => {}
             }
             usable(&pending)?;
             // Whichever instance marks it first runs the plan; the others are told it is used.
-            if !shared.put_new(&used, USED, 2 * ttl).await.map_err(store)? {
+            if !shared.put_new(&used, mark, 2 * ttl).await.map_err(store)? {
                 return Err(TokenError::Used);
             }
             return Ok((pending.request, pending.arguments));
@@ -330,7 +352,7 @@ impl Tokens {
             .get_mut(token)
             .filter(|p| ours(p))
             .ok_or(TokenError::Unknown)?;
-        if let Some(settled) = &entry.settled {
+        if let Some(settled) = entry.settled.as_ref().filter(|_| owner_told) {
             return Err(TokenError::Settled(settled.clone()));
         }
         if entry.used {
@@ -338,6 +360,9 @@ impl Tokens {
         }
         usable(entry)?;
         entry.used = true;
+        if let By::Console(settled) = by {
+            entry.settled = Some(settled.to_owned());
+        }
         Ok((entry.request.clone(), std::mem::take(&mut entry.arguments)))
     }
 
@@ -379,43 +404,7 @@ impl Tokens {
     /// arguments, once (the token is used: a later `approve_plan` or retry is told
     /// `settled`, which says how).
     pub async fn settle(&self, token: &str, settled: &str) -> Result<(Request, Value), TokenError> {
-        let expired = |p: &Pending| {
-            let age = p.age();
-            (age > self.ttl).then(|| TokenError::Expired((age - self.ttl).as_secs()))
-        };
-        if let Some(shared) = &self.shared {
-            let store = |e: crate::state::StoreError| TokenError::Store(e.to_string());
-            let name = format!("approval:{token}");
-            let text = shared.get(&name).await.map_err(store)?;
-            let pending: Pending = match text.map(|t| serde_json::from_str(&t)) {
-                None => return Err(TokenError::Unknown),
-                Some(Ok(pending)) => pending,
-                Some(Err(e)) => return Err(store(shared.unreadable("an approval", e))),
-            };
-            if let Some(expired) = expired(&pending) {
-                return Err(expired);
-            }
-            let used = format!("{name}:used");
-            if !shared
-                .put_new(&used, settled, 2 * self.ttl)
-                .await
-                .map_err(store)?
-            {
-                return Err(TokenError::Used);
-            }
-            return Ok((pending.request, pending.arguments));
-        }
-        let mut kept = self.lock();
-        let entry = kept.get_mut(token).ok_or(TokenError::Unknown)?;
-        if entry.used {
-            return Err(TokenError::Used);
-        }
-        if let Some(expired) = expired(entry) {
-            return Err(expired);
-        }
-        entry.used = true;
-        entry.settled = Some(settled.to_owned());
-        Ok((entry.request.clone(), std::mem::take(&mut entry.arguments)))
+        self.redeem(token, By::Console(settled), |_| Ok(())).await
     }
 
     /// Tells later uses of `token`, settled on the console, how it went (`settled`, once

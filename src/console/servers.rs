@@ -15,15 +15,6 @@ use crate::downstream::Downstreams;
 /// How long a user has to finish a sign-in begun here.
 const SIGN_IN_LIMIT: Duration = crate::oauth::login::DEFAULT_TIMEOUT;
 
-/// The parts of a definition the lock pins, as `lock.rs` names them.
-const PINNED_PARTS: [&str; 5] = [
-    "description",
-    "inputSchema",
-    "outputSchema",
-    "annotations",
-    "title",
-];
-
 /// The page's main part.
 pub fn page(downstreams: &Downstreams, csrf: &str) -> String {
     let catalog = downstreams.catalog();
@@ -109,7 +100,7 @@ pub fn page(downstreams: &Downstreams, csrf: &str) -> String {
 /// against what the lock pinned, when it keeps that (else as the server defines it now);
 /// the whole definition for a new tool.
 fn changed_parts(pinned: Option<&Value>, definition: &Value, change: &str) -> String {
-    let parts: Vec<&str> = PINNED_PARTS
+    let parts: Vec<&str> = crate::lock::PARTS
         .into_iter()
         .filter(|part| change.contains(part))
         .collect();

@@ -81,14 +81,9 @@ impl Door {
             return self.sign_in(request).await;
         }
         let (who, csrf) = match self.who(&request).await {
-            Some(found) => found,
-            None if request.headers().contains_key(header::AUTHORIZATION) => {
-                return match self.gate.caller(&request).await {
-                    Err(refused) => refused,
-                    Ok(_) => plain(StatusCode::UNAUTHORIZED, "sign in again"),
-                };
-            }
-            None => return page(StatusCode::UNAUTHORIZED, self.console.sign_in_page(None)),
+            Ok(Some(found)) => found,
+            Ok(None) => return page(StatusCode::UNAUTHORIZED, self.console.sign_in_page(None)),
+            Err(refused) => return refused,
         };
         if !downstreams.grant(Some(&who)).is_all() {
             return plain(
@@ -130,21 +125,28 @@ impl Door {
     }
 
     /// Who sends `request`, and its CSRF token: anyone on an open front, the holder of
-    /// a bearer token the gate takes, or a browser signed in. `None`: none of these.
-    async fn who(&self, request: &Request<Incoming>) -> Option<(Identity, String)> {
+    /// a bearer token the gate takes (the gate's answer when it refuses it), or a browser
+    /// signed in. `None`: none of these.
+    async fn who(
+        &self,
+        request: &Request<Incoming>,
+    ) -> Result<Option<(Identity, String)>, Response<Body>> {
         if self.gate.is_open() {
-            return Some((Identity::anyone(), self.csrf.clone()));
+            return Ok(Some((Identity::anyone(), self.csrf.clone())));
         }
         if request.headers().contains_key(header::AUTHORIZATION) {
-            let who = self.gate.caller(request).await.ok()?;
-            return Some((who, self.csrf.clone()));
+            let who = self.gate.caller(request).await?;
+            return Ok(Some((who, self.csrf.clone())));
         }
-        let id = cookie(request, COOKIE)?;
+        let Some(id) = cookie(request, COOKIE) else {
+            return Ok(None);
+        };
         let mut sign_ins = self.sign_ins.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         sign_ins.retain(|_, s| s.until > now);
-        let found = sign_ins.get(id)?;
-        Some((found.who.clone(), found.csrf.clone()))
+        Ok(sign_ins
+            .get(id)
+            .map(|found| (found.who.clone(), found.csrf.clone())))
     }
 
     /// The sign-in form's post: a token the gate takes signs the browser in.
@@ -319,12 +321,9 @@ fn cookie<'a, B>(request: &'a Request<B>, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value)
 }
 
-/// 32 random hex digits (a sign-in id, a CSRF token).
+/// 32 random hex digits (a sign-in id, a CSRF token), as run ids are made.
 fn random_hex() -> String {
-    let mut random = [0u8; 16];
-    // Without randomness every id would be the same: fail loudly instead.
-    getrandom::fill(&mut random).expect("the OS gives no randomness");
-    random.iter().map(|b| format!("{b:02x}")).collect()
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 #[cfg(test)]
