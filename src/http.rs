@@ -30,6 +30,7 @@ use std::time::Duration;
 pub mod auth;
 mod console;
 mod gate;
+mod lane;
 mod metrics;
 
 use crate::rate_limit::{Limiter, OverRate};
@@ -51,6 +52,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::downstream::{Downstreams, HostLink, fields};
 use crate::runner::PlanRunner;
+use crate::upstream::passthrough::RouteChoice;
+use crate::upstream::passthrough::sessions::Lanes;
 use crate::upstream::{Upstream, legacy_tasks};
 
 /// The protocol revision whose tasks (SEP-1686) planmux answers itself.
@@ -130,16 +133,23 @@ pub async fn serve_http(
     let runner = Arc::new(PlanRunner::new(downstreams.clone(), config).with_store(store.clone()));
     let proxy = config.proxy.clone();
     let console = crate::console::Console::new(downstreams.clone(), runner.clone(), stop.clone());
+    // Sessions' plain calls of line servers' tools skip rmcp's typed path (`lane.rs`).
+    let lanes = (!options.stateless && RouteChoice::from_env() != RouteChoice::Rmcp)
+        .then(|| Arc::new(Lanes::default()));
     let factory = {
-        let (downstreams, calls) = (downstreams.clone(), calls.clone());
+        let (downstreams, calls, lanes) = (downstreams.clone(), calls.clone(), lanes.clone());
         move || {
-            Ok(Upstream::new(
+            let upstream = Upstream::new(
                 downstreams.clone(),
                 runner.clone(),
                 host.clone(),
                 calls.child_token(),
                 &proxy,
-            ))
+            );
+            Ok(match &lanes {
+                Some(lanes) => upstream.joining(Arc::new(lanes.clone())),
+                None => upstream,
+            })
         }
     };
     let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
@@ -188,6 +198,7 @@ pub async fn serve_http(
         sessions,
         holds_tasks: !options.stateless,
         max_body: config.http.max_body_bytes,
+        lanes,
     });
     tracing::info!(addr = %bound, stateless = options.stateless, "serving MCP over HTTP at /mcp");
     ready(bound);
@@ -281,6 +292,8 @@ struct Front {
     holds_tasks: bool,
     /// `[http] max_body_bytes`.
     max_body: usize,
+    /// The passthrough for sessions' calls (not when stateless).
+    lanes: Option<Arc<Lanes>>,
 }
 
 impl Front {
@@ -303,16 +316,21 @@ impl Front {
                     return refused;
                 }
                 let mut request = request;
-                request.extensions_mut().insert(caller);
-                let response = if self.holds_tasks && is_legacy_post(&request) {
-                    match self.renamed(request).await {
-                        Ok(request) => self.mcp.handle(request).await,
-                        Err(refused) => return refused,
-                    }
-                } else {
-                    self.mcp.handle(request).await
+                request.extensions_mut().insert(caller.clone());
+                if request.method() != http::Method::POST {
+                    return self.restored(self.mcp.handle(request).await);
+                }
+                let (parts, body) = match self.read(request).await {
+                    Ok(read) => read,
+                    Err(refused) => return refused,
                 };
-                self.restored(response)
+                if let Some(lanes) = &self.lanes
+                    && let Some(answer) = lane::take(lanes, &parts, &body, &caller).await
+                {
+                    return answer;
+                }
+                let request = self.renamed(parts, body);
+                self.restored(self.mcp.handle(request).await)
             }
             path if path.starts_with("/.well-known/oauth-protected-resource") => {
                 self.resource_metadata()
@@ -333,29 +351,36 @@ impl Front {
         })
     }
 
-    /// A 2025-11-25 host's POST, read whole (within `[http] max_body_bytes`): a task
-    /// message planmux answers (`upstream::legacy_tasks`; rmcp models none) goes to rmcp
-    /// renamed and marked, anything else as it came.
-    async fn renamed(
+    /// A POST, read whole (within `[http] max_body_bytes`).
+    async fn read(
         &self,
         request: Request<Incoming>,
-    ) -> Result<Request<Full<Bytes>>, Response<Body>> {
-        let (mut parts, body) = request.into_parts();
-        let Ok(body) = http_body_util::Limited::new(body, self.max_body)
+    ) -> Result<(http::request::Parts, Bytes), Response<Body>> {
+        let (parts, body) = request.into_parts();
+        match http_body_util::Limited::new(body, self.max_body)
             .collect()
             .await
-        else {
-            return Err(plain(
+        {
+            Ok(body) => Ok((parts, body.to_bytes())),
+            Err(_) => Err(plain(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "the request body is larger than [http] max_body_bytes, or was cut off",
-            ));
-        };
-        let mut body = body.to_bytes();
-        if let Some(named) = rename_task_message(&body) {
+            )),
+        }
+    }
+
+    /// A POST for rmcp: a 2025-11-25 host's task message planmux answers
+    /// (`upstream::legacy_tasks`; rmcp models none) renamed and marked, anything else as
+    /// it came.
+    fn renamed(&self, mut parts: http::request::Parts, mut body: Bytes) -> Request<Full<Bytes>> {
+        if self.holds_tasks
+            && is_legacy_post(&parts)
+            && let Some(named) = rename_task_message(&body)
+        {
             parts.extensions.insert(legacy_tasks::Renamed);
             body = Bytes::from(named);
         }
-        Ok(Request::from_parts(parts, Full::new(body)))
+        Request::from_parts(parts, Full::new(body))
     }
 
     /// Ready (200) once every server's first start has ended, 503 before: which are up,
@@ -430,10 +455,10 @@ impl Front {
 }
 
 /// Whether `request` is a POST of a 2025-11-25 host (its `MCP-Protocol-Version`).
-fn is_legacy_post(request: &Request<Incoming>) -> bool {
-    request.method() == http::Method::POST
+fn is_legacy_post(request: &http::request::Parts) -> bool {
+    request.method == http::Method::POST
         && request
-            .headers()
+            .headers
             .get("mcp-protocol-version")
             .is_some_and(|v| v.as_bytes() == LEGACY_TASKS_ERA.as_bytes())
 }

@@ -21,7 +21,7 @@ mod runs;
 mod sealed;
 mod search;
 mod session_end;
-use session_end::SessionEnd;
+use session_end::{Joins, SessionEnd};
 mod sign_in;
 pub mod surface;
 mod tasks;
@@ -46,13 +46,12 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::APPROVE_PLAN_TOOL;
 use crate::catalog::Catalog;
 use crate::config::ProxySettings;
-use crate::downstream::{Caller, Downstreams, HostLink, LineRoute, Session};
+use crate::downstream::{Caller, Downstreams, HostLink, Session};
 use crate::plan::EXECUTE_PLAN_TOOL;
 use crate::policy::{Confirm, Route};
 use crate::runner::PlanRunner;
 use search::search_tools;
-use surface::Shape;
-use surface::{SEARCH_TOOLS_TOOL, search_tools_tool};
+use surface::{SEARCH_TOOLS_TOOL, Shape, search_tools_tool};
 
 pub(crate) use answers::host_answer;
 use answers::{cancellable, complete_read, routed_error, tool_error};
@@ -75,9 +74,10 @@ pub struct Upstream {
     compact: Arc<std::sync::atomic::AtomicBool>,
     /// The session's 2025-11-25 tasks (`legacy_tasks`).
     legacy_tasks: Arc<crate::task_set::TaskSet>,
-    /// Ends the session's resource subscriptions when the last clone of this goes (the
-    /// session closed).
-    _ended: Arc<SessionEnd>,
+    /// What the session leaves behind when the last clone of this goes (it closed).
+    ended: Arc<SessionEnd>,
+    /// Where this session joins the HTTP passthrough once its host introduced itself.
+    joins: Option<Arc<dyn Joins>>,
 }
 
 impl Upstream {
@@ -87,23 +87,12 @@ impl Upstream {
         self.runner.pipeline(name).is_some() && self.downstreams.catalog().get(name).is_none()
     }
 
-    /// Whether the host may take the passthrough path: one host (stdio) that introduced
-    /// itself with `initialize` before protocol 2026-07-28 (which needs `resultType` set).
-    /// `None` until its handshake; then it does not change.
+    /// Whether a stdio host may take the passthrough path: it introduced itself before
+    /// 2026-07-28 (which needs `resultType` set). `None` until its handshake.
     fn passthrough_host(&self) -> Option<bool> {
         let peer = self.host.get()?;
         let info = peer.peer_info()?;
         Some(info.protocol_version < ProtocolVersion::V_2026_07_28 && !self.host.is_shared())
-    }
-
-    /// Where a host's `tools/call` of `name` goes on the passthrough path, if it may take
-    /// it now: a downstream tool (not planmux's own nor a pipeline) whose server is up on
-    /// a line connection.
-    fn passthrough_route(&self, name: &str) -> Option<LineRoute> {
-        let ours = [EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name);
-        (!ours && !self.is_pipeline(name))
-            .then(|| self.downstreams.line_route(name))
-            .flatten()
     }
 
     /// Whether `name` calls a tool of a downstream server (listed; not planmux's own nor
@@ -142,6 +131,8 @@ impl Upstream {
             host: host.clone(),
             downstreams: downstreams.clone(),
             shutdown: shutdown.clone(),
+            runner: runner.clone(),
+            leave: std::sync::Mutex::default(),
         });
         Self {
             downstreams,
@@ -152,8 +143,15 @@ impl Upstream {
             shape: Arc::new(Shape::new(proxy)),
             compact: Arc::default(),
             legacy_tasks: Arc::new(legacy_tasks::task_set()),
-            _ended: ended,
+            ended,
+            joins: None,
         }
+    }
+
+    /// The same server, its session joining `joins` once its host introduced itself.
+    pub fn joining(mut self, joins: Arc<dyn Joins>) -> Self {
+        self.joins = Some(joins);
+        self
     }
 
     /// Whose run records a request may see: its session's; a stateless request has none
@@ -289,6 +287,9 @@ impl ServerHandler for Upstream {
             .peer_info()
             .is_some_and(|info| info.capabilities.roots.is_some());
         self.host.joined(self.session.clone(), context.peer.clone());
+        if let Some(joins) = &self.joins {
+            self.ended.join(joins.as_ref(), &context);
+        }
         self.host.set(context.peer);
         self.host.set_initialized();
         // A server that asked for roots while the host was still connecting (and gave up)

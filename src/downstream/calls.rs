@@ -33,6 +33,7 @@ use tokio_util::task::TaskTracker;
 
 use super::DownstreamError;
 use super::fields::ToolFields;
+use super::sessions::Caller;
 use crate::wire::{Divert, Diverted, Forward, RawSender};
 use asked::Turns;
 pub(crate) use asked::{Answerer, InputTurn, Modern, Wants};
@@ -66,6 +67,10 @@ pub trait RouteSink: Send + Sync {
     /// relayed here, in wire order, it cannot be overtaken by their answers. `Left` leaves
     /// it to rmcp's relay.
     fn log(&self, server: &str, line: &mut Vec<u8>) -> Diverted;
+    /// Whom call `key` is for, if this sink knows: where its server's questions go.
+    fn caller(&self, _key: &str) -> Option<Caller> {
+        None
+    }
 }
 
 /// Who hears how a call ended.
@@ -90,6 +95,14 @@ impl Sink {
                 let _ = tx.send(Ok(reply));
                 Diverted::Taken
             }
+        }
+    }
+
+    /// Whom the call is for, if its sink knows.
+    fn caller(&self) -> Option<Caller> {
+        match self {
+            Self::Host { key, to } => to.caller(key),
+            Self::Await(_) => None,
         }
     }
 

@@ -42,7 +42,7 @@ pub struct HostLink {
     /// The downstream calls in flight and whom each is for: with many sessions, what a
     /// server asks or says goes to the session whose call it is; with any host, a
     /// legacy server's request during a 2026-07-28 host's own call goes to that call.
-    calls: Calls,
+    calls: Arc<Calls>,
 }
 
 /// Who is connected upstream.
@@ -159,7 +159,7 @@ impl HostLink {
     /// Notes a call to `server` in flight for `caller`, until the returned guard drops:
     /// with many sessions, every call; with one host, only a 2026-07-28 host's own call,
     /// which takes a legacy server's requests itself (one host needs no telling apart).
-    pub(crate) fn calling(&self, server: &str, caller: Option<&Caller>) -> Option<Calling<'_>> {
+    pub(crate) fn calling(&self, server: &str, caller: Option<&Caller>) -> Option<Calling> {
         let caller = caller?;
         (self.has_sessions() || caller.asks.is_some()).then(|| self.calls.start(server, caller))
     }

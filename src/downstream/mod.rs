@@ -37,6 +37,7 @@ pub use refresh::Reloaded;
 pub use relay::{Asked, Asks, Caller, InputTo, LogLevel, Session, identity_of};
 pub use route::{LineRoute, NotSent};
 pub use server::{Offer, Server, State};
+pub(crate) use sessions::Calling;
 
 use crate::catalog::Catalog;
 use crate::config::Config;

@@ -41,6 +41,11 @@ impl LineRoute {
         &self.exported
     }
 
+    /// Its server's name.
+    pub fn server(&self) -> &str {
+        &self.server.config.name
+    }
+
     /// The error for a call of it, cancelled before it was sent.
     pub fn cancelled(&self) -> DownstreamError {
         DownstreamError::Cancelled {

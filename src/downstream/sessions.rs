@@ -227,20 +227,20 @@ impl Caller {
 
 /// A call's place among the calls in flight: removed when dropped after the server
 /// answered, kept [`ABANDONED`] longer otherwise.
-pub(crate) struct Calling<'a> {
-    calls: &'a Calls,
+pub(crate) struct Calling {
+    calls: Arc<Calls>,
     key: u64,
     answered: bool,
 }
 
-impl Calling<'_> {
+impl Calling {
     /// The server answered: the call is over for it too.
     pub(crate) fn answered(&mut self) {
         self.answered = true;
     }
 }
 
-impl Drop for Calling<'_> {
+impl Drop for Calling {
     fn drop(&mut self) {
         let mut calls = self.calls.lock();
         if self.answered {
@@ -264,7 +264,7 @@ impl Calls {
     }
 
     /// Notes a call to `server` for `caller`, until the returned guard drops.
-    pub(crate) fn start(&self, server: &str, caller: &Caller) -> Calling<'_> {
+    pub(crate) fn start(self: &Arc<Self>, server: &str, caller: &Caller) -> Calling {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         let mut calls = self.lock();
         calls.retain(|call| call.abandoned.is_none_or(|at| at.elapsed() < ABANDONED));
@@ -275,7 +275,7 @@ impl Calls {
             abandoned: None,
         });
         Calling {
-            calls: self,
+            calls: self.clone(),
             key,
             answered: false,
         }

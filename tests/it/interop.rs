@@ -24,7 +24,7 @@ mod oauth_keychain;
 mod oauth_link;
 mod real_data;
 mod shared_state;
-mod support;
+pub(crate) mod support;
 mod tasks;
 mod traces;
 

@@ -14,6 +14,7 @@ mod examples;
 mod hostile;
 mod hosts;
 mod http;
+mod http_routes;
 mod interop;
 mod plans;
 mod routes;

@@ -23,9 +23,23 @@ use serde_json::{Value, json};
 type R = anyhow::Result<()>;
 
 /// How long one answer may take (a server's restart included).
-const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 /// Past rmcp's 16 MiB line limit.
-const BIG: usize = 17 * 1024 * 1024;
+pub(crate) const BIG: usize = 17 * 1024 * 1024;
+
+/// A servers.toml (in the returned folder) with the scripted server as `s`, and `extra`.
+pub(crate) fn scripted(extra: &str) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
+    let server =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/scripted.py");
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("servers.toml");
+    let text = format!(
+        "[servers.s]\ncommand = \"python3\"\nargs = [\"{}\"]\ncall_timeout_ms = 1500\n{extra}",
+        server.display()
+    );
+    std::fs::write(&config, text)?;
+    Ok((dir, config))
+}
 
 /// planmux serving the scripted server as `s`, on a forced route, driven over raw lines.
 struct Host {
@@ -37,17 +51,7 @@ struct Host {
 
 impl Host {
     fn start(route: &str) -> anyhow::Result<Self> {
-        let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/servers/scripted.py");
-        let dir = tempfile::tempdir()?;
-        let config = dir.path().join("servers.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[servers.s]\ncommand = \"python3\"\nargs = [\"{}\"]\ncall_timeout_ms = 1500\n",
-                server.display()
-            ),
-        )?;
+        let (dir, config) = scripted("")?;
         let mut child = Command::new(env!("CARGO_BIN_EXE_planmux"))
             .args(["serve", "--config"])
             .arg(&config)
@@ -181,7 +185,7 @@ fn transcript(route: &str) -> anyhow::Result<Vec<Case>> {
 }
 
 /// What kind of answer each line is: its id, result or error, `isError`.
-fn shape(line: &[u8]) -> Value {
+pub(crate) fn shape(line: &[u8]) -> Value {
     let message: Value = serde_json::from_slice(line).unwrap_or_default();
     json!({
         "id": message["id"],

@@ -23,6 +23,7 @@ use super::CallTable;
 use super::legacy_tasks::LegacyTask;
 use super::params::edited;
 use crate::downstream::DownstreamError;
+use crate::downstream::sessions::Caller;
 
 /// Who answers a server's questions: takes each turn and ends it ([`InputTurn::resume`]
 /// or [`InputTurn::fail`]).
@@ -108,6 +109,9 @@ pub(crate) struct InputTurn {
     pub cancel: CancellationToken,
     /// The call's time limit.
     pub deadline: Instant,
+    /// Whom the call is for, when its sink knows (an HTTP session's passthrough call);
+    /// else the questions go where a legacy server's requests would.
+    pub caller: Option<Caller>,
 }
 
 /// `request` with `meta`'s members in its `params._meta` (theirs over the caller's: they
@@ -188,6 +192,7 @@ impl CallTable {
                 round: turns.rounds,
                 cancel: turns.asking.clone(),
                 deadline,
+                caller: waiter.sink.caller(),
             }
         };
         (modern.answerer)(turn);

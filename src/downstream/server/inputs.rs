@@ -200,8 +200,10 @@ impl Server {
             }
         };
         let limit = turn.deadline;
-        let answered =
-            tokio::time::timeout_at(limit, self.answers(asked, &turn.tool, None, &turn.cancel));
+        let answered = tokio::time::timeout_at(
+            limit,
+            self.answers(asked, &turn.tool, turn.caller.as_ref(), &turn.cancel),
+        );
         match answered.await {
             Ok(Ok((responses, state))) => turn.resume(responses, state).await,
             // The call's time limit ends it (its table's sweeper says so).

@@ -23,7 +23,9 @@
 //! too (`tasks.rs`): rmcp models none.
 
 mod encode;
+mod flight;
 mod read;
+pub mod sessions;
 mod tasks;
 pub use tasks::offered_in as offer_tasks;
 
@@ -39,16 +41,38 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::surface::SEARCH_TOOLS_TOOL;
 use super::{Upstream, host_answer};
-use crate::downstream::{DownstreamError, LineCall, LineRoute, RawReply, RouteSink, Sink};
+use crate::approval::APPROVE_PLAN_TOOL;
+use crate::downstream::{
+    DownstreamError, Downstreams, LineCall, LineRoute, RawReply, RouteSink, Sink,
+};
+use crate::plan::EXECUTE_PLAN_TOOL;
 use crate::policy::{Authorized, Route};
+use crate::runner::PlanRunner;
 use crate::wire::{Divert, Diverted, Forward, RawSender};
 use encode::{Answer, encode};
+use flight::{Flight, Refused, Stage};
 use read::Plain;
 
 /// What planmux tells a server whose call it cancels for the host when the host gave no
 /// reason, or when planmux shuts down.
 const CANCELLED: &str = "cancelled by the client";
+
+/// Where a host's `tools/call` of `name` goes on this path, if it may take it now: a
+/// downstream tool (not planmux's own nor a pipeline) whose server is up on a line
+/// connection.
+pub(super) fn route_for(
+    downstreams: &Downstreams,
+    runner: &PlanRunner,
+    name: &str,
+) -> Option<LineRoute> {
+    let ours = [EXECUTE_PLAN_TOOL, APPROVE_PLAN_TOOL, SEARCH_TOOLS_TOOL].contains(&name);
+    let pipeline = runner.pipeline(name).is_some() && downstreams.catalog().get(name).is_none();
+    (!ours && !pipeline)
+        .then(|| downstreams.line_route(name))
+        .flatten()
+}
 
 /// Which way a host's calls go: the knob that forces each route, so a test can show they
 /// answer alike (`PLANMUX_ROUTE`: `in-place`, the default; `admission`; `rmcp`).
@@ -88,7 +112,7 @@ pub struct Passthrough {
     writer: RawSender,
     /// The host's calls in flight, by the host's request id (as JSON text). The server's
     /// side of each is its connection's call table, by raw id.
-    in_flight: Mutex<HashMap<String, Flight>>,
+    in_flight: Mutex<HashMap<String, Flight<()>>>,
     /// What tells the messages this path looks at, built once (every host message is
     /// scanned).
     cancellation: Finder<'static>,
@@ -101,35 +125,6 @@ pub struct Passthrough {
     tasks: TaskTracker,
     /// Tells apart a call from a later one under the same host id.
     serial: AtomicU64,
-}
-
-/// A host's call in flight.
-struct Flight {
-    /// The host's progress token, as JSON text, if it gave one.
-    progress: Option<String>,
-    serial: u64,
-    stage: Stage,
-}
-
-enum Stage {
-    /// Waiting for the checkpoint or the server: cancelling this stops the wait.
-    Admitting(CancellationToken),
-    /// The host cancelled it while it was admitted, giving this reason.
-    Cancelled(Option<String>),
-    /// In its server's call table.
-    Sent(LineCall),
-}
-
-impl Flight {
-    /// Whether the table's call `id` is this one.
-    fn is(&self, id: &str) -> bool {
-        match &self.stage {
-            // Admitted calls hear their answer before their sender records the raw id.
-            Stage::Admitting(_) => true,
-            Stage::Cancelled(_) => false,
-            Stage::Sent(call) => call.id() == id,
-        }
-    }
 }
 
 impl Passthrough {
@@ -175,7 +170,7 @@ impl Passthrough {
         let _ = tokio::time::timeout(limit, self.tasks.wait()).await;
     }
 
-    fn in_flight(&self) -> MutexGuard<'_, HashMap<String, Flight>> {
+    fn in_flight(&self) -> MutexGuard<'_, HashMap<String, Flight<()>>> {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -197,7 +192,13 @@ impl Passthrough {
         };
         let route = self
             .host_fits()
-            .then(|| self.upstream.passthrough_route(&call.name))
+            .then(|| {
+                route_for(
+                    &self.upstream.downstreams,
+                    &self.upstream.runner,
+                    &call.name,
+                )
+            })
             .flatten();
         let Some(route) = route else {
             return Diverted::Left;
@@ -219,7 +220,7 @@ impl Passthrough {
                 let request = |id: &str, tool: &str| call.forwarded(line, id, tool);
                 if let Ok(sent) = route.send_now(&proof, sink, request) {
                     let stage = Stage::Sent(sent);
-                    let flight = call.flight(serial, stage);
+                    let flight = call.flight(serial, stage, ());
                     in_flight.insert(call.key, flight);
                     return Diverted::Taken;
                 }
@@ -234,7 +235,7 @@ impl Passthrough {
         };
         let cancel = self.upstream.shutdown.child_token();
         let stage = Stage::Admitting(cancel.clone());
-        in_flight.insert(call.key.clone(), call.flight(serial, stage));
+        in_flight.insert(call.key.clone(), call.flight(serial, stage, ()));
         let admission = Admission {
             line: line.to_vec(),
             call,
@@ -269,40 +270,7 @@ impl Passthrough {
     /// The host cancelled a request: if it is one of ours, its call stops, and the server
     /// hears the host's reason. Like rmcp, the host gets no answer (it may reuse the id).
     fn cancelled(&self, text: &[u8]) {
-        let Ok(notice) = serde_json::from_slice::<Value>(text) else {
-            return;
-        };
-        let Some(id) = notice.pointer("/params/requestId") else {
-            return;
-        };
-        let Ok(key) = serde_json::to_string(id) else {
-            return;
-        };
-        let reason = notice
-            .pointer("/params/reason")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let mut in_flight = self.in_flight();
-        let Some(flight) = in_flight.get_mut(&key) else {
-            return;
-        };
-        match &flight.stage {
-            Stage::Admitting(cancel) => {
-                cancel.cancel();
-                flight.stage = Stage::Cancelled(reason);
-            }
-            Stage::Cancelled(_) => {}
-            Stage::Sent(_) => {
-                if let Some(Flight {
-                    stage: Stage::Sent(call),
-                    ..
-                }) = in_flight.remove(&key)
-                {
-                    drop(in_flight);
-                    call.cancel(Some(reason.as_deref().unwrap_or(CANCELLED)));
-                }
-            }
-        }
+        flight::cancel(self.in_flight(), text);
     }
 
     /// Takes the call `key` with raw id `id` out of those in flight: whether it was there.
@@ -360,37 +328,12 @@ impl Passthrough {
             serial,
         } = admission;
         let outcome = self.admitted(&line, &call, &route, proof, &cancel).await;
-        let Some(answer) = self.settle(&call.key, serial, outcome) else {
+        let Some(answer) = flight::settle(&mut self.in_flight(), &call.key, serial, outcome) else {
             return;
         };
         if let Err(error) = self.reply(&call.key, answer).send().await {
             tracing::debug!(%error, "the host's stream closed before a passthrough answer");
         }
-    }
-
-    /// Records how admitted call `key` (`serial`) ended its wait: in its table (from now
-    /// its table ends it), or not, with what to answer the host, if anything (nothing when
-    /// the host cancelled it, or its table told the host already).
-    fn settle(&self, key: &str, serial: u64, outcome: Result<LineCall, Refused>) -> Option<Answer> {
-        let mut in_flight = self.in_flight();
-        // Gone: answered at once by its server, or cancelled by the host meanwhile.
-        let flight = in_flight.get_mut(key).filter(|f| f.serial == serial)?;
-        let answer = match (outcome, &flight.stage) {
-            (Ok(sent), Stage::Admitting(_)) => {
-                flight.stage = Stage::Sent(sent);
-                return None;
-            }
-            (Ok(sent), Stage::Cancelled(reason)) => {
-                sent.cancel(Some(reason.as_deref().unwrap_or(CANCELLED)));
-                None
-            }
-            (Err(Refused::Answer(answer)), Stage::Admitting(_)) => Some(answer),
-            // Its table told the host already, or the host cancelled it.
-            (Err(Refused::Told), _)
-            | (Ok(_) | Err(Refused::Answer(_)), Stage::Cancelled(_) | Stage::Sent(_)) => None,
-        };
-        in_flight.remove(key);
-        answer
     }
 
     /// [`Self::admit`]'s waits: the call in its table, or why not.
@@ -437,21 +380,14 @@ struct Admission {
     serial: u64,
 }
 
-/// Why an admitted call did not reach its table.
-enum Refused {
-    /// What the host is answered.
-    Answer(Answer),
-    /// Its table ended it and told the host.
-    Told,
-}
-
 impl Plain {
-    /// Its record among the calls in flight.
-    fn flight(&self, serial: u64, stage: Stage) -> Flight {
+    /// Its record among the calls in flight, its messages going to `to`.
+    fn flight<T>(&self, serial: u64, stage: Stage, to: T) -> Flight<T> {
         Flight {
             progress: self.progress.clone(),
             serial,
             stage,
+            to,
         }
     }
 }

@@ -1,0 +1,435 @@
+//! The passthrough for HTTP sessions: a session's plain `tools/call` of a tool on a line
+//! connection, read off its POST before rmcp decodes it, sent through the one send
+//! (`LineRoute`) with the caller's checkpoint, and answered on the POST's own event
+//! stream with the server's answer made in place (`encode.rs`). On rmcp's typed path
+//! such a call is decoded and encoded again on each side and crosses three service
+//! loops; here it costs what the stdio passthrough costs (BENCHMARKS.md §8).
+//!
+//! A session joins once its host finished an `initialize` handshake before protocol
+//! 2026-07-28, and leaves when rmcp closes it. Anything else goes to rmcp as before: other
+//! requests, a call with a `task`, a 2026-07-28 session's calls, and every call while
+//! traces are on (the typed path makes their spans).
+//!
+//! Each call meets the checkpoint with the caller's grant (and the audit trail), its time
+//! limit, the host's cancellation (a `notifications/cancelled` POST, which rmcp sees too
+//! and ignores), its progress (on the call's stream, before the answer), what its server
+//! asks meanwhile (sampling, elicitation, roots: put to the host on the call's stream
+//! under an id of planmux's, the host's answer taken off its POST), a server that exits
+//! or restarts, planmux's shutdown (answered as cancelled), and the one error mapping.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+mod questions;
+
+use bytes::Bytes;
+use memchr::memmem::Finder;
+use rmcp::model::{ErrorData, ProtocolVersion};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::encode::{Answer, encode};
+use super::flight::{self, Flight, Refused, Stage};
+use super::read::Plain;
+use super::{CANCELLED, route_for};
+use crate::downstream::{
+    Asked, Asks, Caller, Calling, DownstreamError, InputTo, LineCall, LineRoute, RawReply,
+    RouteSink, Sink,
+};
+use crate::identity::Identity;
+use crate::policy::{Authorized, Route};
+use crate::upstream::answers::host_answer;
+use crate::upstream::session_end::{Joining, Joins, Leave};
+use crate::wire::{Diverted, Forward};
+use questions::Questions;
+
+/// The HTTP sessions whose calls may take this path, by rmcp's session id.
+pub struct Lanes {
+    joined: Mutex<HashMap<String, Arc<Lane>>>,
+    cancellation: Finder<'static>,
+    call: Finder<'static>,
+    /// A request's own protocol revision (`_meta`), which rmcp checks.
+    version: Finder<'static>,
+}
+
+impl Default for Lanes {
+    fn default() -> Self {
+        Self {
+            joined: Mutex::default(),
+            cancellation: Finder::new(b"notifications/cancelled"),
+            call: Finder::new(b"tools/call"),
+            version: Finder::new(b"protocolVersion"),
+        }
+    }
+}
+
+/// What a session's POST is to this path.
+pub enum Taken {
+    /// Not this path's: rmcp's to handle.
+    Left,
+    /// The host's answer to what this path asked it (202 Accepted).
+    Answered,
+    /// A call taken: the messages the host reads on the POST's stream.
+    Call(Messages),
+}
+
+impl Lanes {
+    fn joined(&self) -> MutexGuard<'_, HashMap<String, Arc<Lane>>> {
+        self.joined.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the POST `body` of session `session` (its `MCP-Protocol-Version` header
+    /// `version`, from `identity`) is to this path; a call it takes is admitted here (the
+    /// checkpoint, the server's start, the send).
+    pub async fn take(
+        &self,
+        session: &str,
+        version: Option<&[u8]>,
+        body: &[u8],
+        identity: &Identity,
+    ) -> Taken {
+        let Some(lane) = self.joined().get(session).cloned() else {
+            return Taken::Left;
+        };
+        if self.cancellation.find(body).is_some() {
+            lane.cancelled(body);
+            return Taken::Left;
+        }
+        if lane.questions.answered(body) {
+            return Taken::Answered;
+        }
+        // The typed path makes a call's spans; a header naming another revision is
+        // rmcp's to refuse.
+        let other_version = version.is_some_and(|v| v != lane.version.as_str().as_bytes());
+        if crate::traces::on()
+            || other_version
+            || self.call.find(body).is_none()
+            || self.version.find(body).is_some()
+        {
+            return Taken::Left;
+        }
+        let Some(call) = Plain::read(body) else {
+            return Taken::Left;
+        };
+        let parts = &lane.joining;
+        let Some(route) = route_for(&parts.downstreams, &parts.runner, &call.name) else {
+            return Taken::Left;
+        };
+        match lane.call(call, body, route, identity).await {
+            Some(messages) => Taken::Call(messages),
+            None => Taken::Left,
+        }
+    }
+}
+
+/// A session joins once its host introduced itself (before 2026-07-28: a later host's
+/// answers need `resultType`, which `encode.rs` blanks), and leaves when it ends.
+impl Joins for Arc<Lanes> {
+    fn join(&self, id: &str, joining: Joining) -> Option<Leave> {
+        let version = joining.peer.peer_info()?.protocol_version.clone();
+        if version >= ProtocolVersion::V_2026_07_28 {
+            return None;
+        }
+        let lane = Lane {
+            joining,
+            version,
+            in_flight: Mutex::default(),
+            questions: Questions::default(),
+            serial: AtomicU64::new(0),
+        };
+        self.joined().insert(id.to_owned(), Arc::new(lane));
+        let (lanes, id) = (Arc::downgrade(self), id.to_owned());
+        Some(Box::new(move || {
+            if let Some(lanes) = lanes.upgrade() {
+                lanes.joined().remove(&id);
+            }
+        }))
+    }
+}
+
+/// A session on this path: its calls in flight and the questions put to its host.
+pub struct Lane {
+    joining: Joining,
+    /// The protocol revision its host negotiated.
+    version: ProtocolVersion,
+    /// Its calls in flight, by the host's request id (as JSON text).
+    in_flight: Mutex<HashMap<String, Flight<Out>>>,
+    /// What its servers asked during its calls, put to its host.
+    questions: Questions,
+    serial: AtomicU64,
+}
+
+/// Where a call's messages go, and whom it is for (where its server's questions go).
+struct Out {
+    stream: mpsc::UnboundedSender<Event>,
+    caller: Caller,
+}
+
+/// A message for the host on a call's stream: `bytes[from..]`.
+enum Event {
+    /// Progress.
+    Said(Vec<u8>),
+    /// The answer, and whether the server gave it (not planmux, for a call that ended
+    /// without one).
+    Answer(Vec<u8>, usize, bool),
+}
+
+impl Lane {
+    fn in_flight(&self) -> MutexGuard<'_, HashMap<String, Flight<Out>>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The host cancelled a request: if it is one of this path's, its call stops (the
+    /// server hears the host's reason) and its stream ends without an answer, as rmcp's.
+    fn cancelled(&self, body: &[u8]) {
+        flight::cancel(self.in_flight(), body);
+    }
+
+    /// The caller a call on this path is made for: this session, from `identity`; what
+    /// its server asks goes to `asks` (the call's stream).
+    fn caller(&self, identity: &Identity, asks: Asks) -> Caller {
+        let capabilities = (self.joining.peer.peer_info()).map(|info| info.capabilities.clone());
+        Caller {
+            peer: self.joining.peer.clone(),
+            session: self.joining.session.clone(),
+            request: None,
+            progress: None,
+            input: InputTo::Host,
+            capabilities: Some(capabilities.unwrap_or_default()),
+            asks: Some(asks),
+            identity: Some(identity.clone()),
+        }
+    }
+
+    /// Takes the host's call: admitted (the checkpoint, the server's start, the send),
+    /// then its messages. `None` leaves it to rmcp (a second request under the id of one
+    /// in flight, which rmcp answers).
+    async fn call(
+        self: &Arc<Self>,
+        call: Plain,
+        line: &[u8],
+        route: LineRoute,
+        identity: &Identity,
+    ) -> Option<Messages> {
+        let (stream, events) = mpsc::unbounded_channel();
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        let cancel = self.joining.shutdown.child_token();
+        let (asks, questions) = mpsc::unbounded_channel();
+        let caller = self.caller(identity, Asks(asks));
+        {
+            let mut in_flight = self.in_flight();
+            if in_flight.contains_key(&call.key) {
+                return None;
+            }
+            let out = Out {
+                stream,
+                caller: caller.clone(),
+            };
+            let flight = call.flight(serial, Stage::Admitting(cancel.clone()), out);
+            in_flight.insert(call.key.clone(), flight);
+        }
+        let calling = self.joining.host.calling(route.server(), Some(&caller));
+        let outcome = self.admitted(line, &call, &route, identity, &cancel).await;
+        let settled = flight::settle(&mut self.in_flight(), &call.key, serial, outcome);
+        let first = settled.map(|answer| {
+            let (bytes, from) = encode(&call.key, answer);
+            Event::Answer(bytes, from, false)
+        });
+        Some(Messages {
+            lane: self.clone(),
+            key: call.key,
+            first,
+            events,
+            questions,
+            calling,
+            stopping: false,
+            done: false,
+        })
+    }
+
+    /// The checkpoint and the send: the call in its table, or why not.
+    async fn admitted(
+        self: &Arc<Self>,
+        line: &[u8],
+        call: &Plain,
+        route: &LineRoute,
+        identity: &Identity,
+        cancel: &CancellationToken,
+    ) -> Result<LineCall, Refused> {
+        let downstreams = &self.joining.downstreams;
+        let grant = downstreams.grant(Some(identity));
+        let exported = route.exported();
+        let decided = match downstreams.authorize_now(exported, &Route::Direct, &grant) {
+            Some(decided) => decided,
+            None => tokio::select! {
+                decided = downstreams.authorize(exported, &Route::Direct, &grant) => decided,
+                () = cancel.cancelled() => return Err(Refused::Answer(Answer::from(
+                    host_answer(route.cancelled()),
+                ))),
+            },
+        };
+        let proof: Authorized = decided.map_err(|denied| {
+            let error = ErrorData::invalid_params(denied.to_string(), None);
+            Refused::Answer(Answer::Error(error))
+        })?;
+        let request = |id: &str, tool: &str| call.forwarded(line, id, tool);
+        let sink = Sink::Host {
+            key: call.key.clone(),
+            to: self.clone(),
+        };
+        let sink = match route.send_now(&proof, sink, request) {
+            Ok(sent) => return Ok(sent),
+            Err(sink) => sink,
+        };
+        let sent = route.send(&proof, sink, request, cancel).await;
+        sent.map_err(|(error, sink)| match sink {
+            Some(_) => Refused::Answer(Answer::from(host_answer(error))),
+            None => Refused::Told,
+        })
+    }
+
+    /// Takes call `key` with raw id `id` out of those in flight: where its stream is.
+    fn end(&self, key: &str, id: &str) -> Option<mpsc::UnboundedSender<Event>> {
+        let mut in_flight = self.in_flight();
+        if !in_flight.get(key).is_some_and(|flight| flight.is(id)) {
+            return None;
+        }
+        in_flight.remove(key).map(|flight| flight.to.stream)
+    }
+
+    /// planmux is shutting down: call `key` is cancelled and answered so, unless its
+    /// table ended it first (its answer is then on its way).
+    fn stop(&self, key: &str) -> Option<Event> {
+        let flight = self.in_flight().remove(key)?;
+        let Stage::Sent(call) = flight.stage else {
+            return None;
+        };
+        if !call.cancel(Some(CANCELLED)) {
+            return None;
+        }
+        let (bytes, from) = encode(key, Answer::from(host_answer(call.cancelled())));
+        Some(Event::Answer(bytes, from, false))
+    }
+}
+
+/// Where the calls' ends arrive from their tables (on the server's read path).
+impl RouteSink for Lane {
+    fn answered(&self, key: &str, id: &str, server: &str, reply: RawReply) -> Option<Forward> {
+        let to = self.end(key, id)?;
+        if let Some(result) = reply.result() {
+            self.joining.downstreams.note_raw_links(server, result);
+        }
+        let (bytes, from) = encode(key, Answer::Reply(reply));
+        let _ = to.send(Event::Answer(bytes, from, true));
+        None
+    }
+
+    fn progress(
+        &self,
+        key: &str,
+        id: &str,
+        mut line: Vec<u8>,
+        token: Range<usize>,
+    ) -> Option<Forward> {
+        let in_flight = self.in_flight();
+        let flight = in_flight.get(key).filter(|flight| flight.is(id))?;
+        line.splice(token, flight.progress.clone()?.into_bytes());
+        let _ = flight.to.stream.send(Event::Said(line));
+        None
+    }
+
+    fn failed(&self, key: &str, id: &str, error: DownstreamError) -> Option<Forward> {
+        let to = self.end(key, id)?;
+        let answered = matches!(error, DownstreamError::Rpc { .. });
+        let (bytes, from) = encode(key, Answer::from(host_answer(error)));
+        let _ = to.send(Event::Answer(bytes, from, answered));
+        None
+    }
+
+    /// Left to rmcp's relay: like the typed path's, the session's log messages go on its
+    /// standalone stream.
+    fn log(&self, _server: &str, _line: &mut Vec<u8>) -> Diverted {
+        Diverted::Left
+    }
+
+    /// A 2026-07-28 server's questions (`input_required`) about call `key` go on its
+    /// stream, as a legacy server's requests during it do.
+    fn caller(&self, key: &str) -> Option<Caller> {
+        self.in_flight()
+            .get(key)
+            .map(|flight| flight.to.caller.clone())
+    }
+}
+
+/// A call's messages for the host, in order, its answer last.
+pub struct Messages {
+    lane: Arc<Lane>,
+    key: String,
+    /// The answer, when the call ended before it was sent.
+    first: Option<Event>,
+    events: mpsc::UnboundedReceiver<Event>,
+    /// What its server asks the host meanwhile.
+    questions: mpsc::UnboundedReceiver<Asked>,
+    /// The call among the session's calls in flight on its server.
+    calling: Option<Calling>,
+    stopping: bool,
+    done: bool,
+}
+
+impl Messages {
+    /// The next message (JSON text) for the host: progress, a server's question, the
+    /// answer; `None` after the answer, or when the host cancelled the call.
+    pub async fn next(&mut self) -> Option<Bytes> {
+        if let Some(event) = self.first.take() {
+            return self.event(Some(event));
+        }
+        loop {
+            if self.done {
+                return None;
+            }
+            let shutdown = self.lane.joining.shutdown.clone();
+            let event = tokio::select! {
+                biased;
+                event = self.events.recv() => event,
+                Some(asked) = self.questions.recv() => match self.lane.questions.put(asked) {
+                    Some(request) => return Some(Bytes::from(request)),
+                    None => continue,
+                },
+                () = shutdown.cancelled(), if !self.stopping => {
+                    self.stopping = true;
+                    match self.lane.stop(&self.key) {
+                        Some(event) => Some(event),
+                        None => continue,
+                    }
+                }
+            };
+            return self.event(event);
+        }
+    }
+
+    /// Whether the answer has been given.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn event(&mut self, event: Option<Event>) -> Option<Bytes> {
+        match event {
+            Some(Event::Said(line)) => Some(Bytes::from(line)),
+            Some(Event::Answer(bytes, from, answered)) => {
+                self.done = true;
+                if answered && let Some(calling) = self.calling.as_mut() {
+                    calling.answered();
+                }
+                Some(Bytes::from(bytes).slice(from..))
+            }
+            None => {
+                self.done = true;
+                None
+            }
+        }
+    }
+}
