@@ -12,12 +12,14 @@
 //!   installed, or does not start, its rows say it was skipped and the rest still run.
 //!
 //! Each in-process server runs on its own OS thread and runtime, each peer in its own
-//! process; the clients run on another thread. Prints calls per second and the median and
-//! 90th percentile latency per call; then direct and planmux (one thread) at a fixed rate
+//! process; the clients run on another thread. Prints calls per second (for the in-process
+//! servers, the median of three interleaved rounds) and the median and 90th percentile
+//! latency per call; then direct and planmux (one thread) at a fixed rate
 //! over 32 sessions (agentgateway's method), their p50 and p99 counted from when each call
 //! was due. Writes target/bench/http.json (a peer's output
 //! goes to target/bench/http-<peer>.log). `cargo bench --features bench --bench http` runs
-//! it in full; under `cargo test` (and with `-- --quick`) it runs fewer calls.
+//! it in full; under `cargo test` (and with `-- --quick`) it runs fewer calls; `-- --no-peers`
+//! leaves the peers out.
 #![allow(clippy::print_stdout)]
 
 #[path = "common/peers.rs"]
@@ -183,75 +185,84 @@ fn installed_peers() -> Vec<Peer> {
 fn start(arm: Arm) -> anyhow::Result<(SocketAddr, tokio::sync::oneshot::Sender<()>)> {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        let runtime = match arm {
-            Arm::MultiThread => tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build(),
-            _ => tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build(),
-        };
-        let Ok(runtime) = runtime else { return };
-        runtime.block_on(async move {
-            if arm == Arm::Direct {
-                let factory = || {
-                    Arc::into_inner(DemoServer::new(DemoKind::Chaos, None))
-                        .ok_or_else(|| std::io::Error::other("the demo server is shared"))
-                };
-                let service = StreamableHttpService::new(
-                    factory,
-                    Arc::new(LocalSessionManager::default()),
-                    StreamableHttpServerConfig::default(),
-                );
-                let Ok(listener) = tokio::net::TcpListener::bind("127.0.0.1:0").await else {
-                    return;
-                };
-                let _ = addr_tx.send(listener.local_addr().ok());
-                let serving = async {
-                    loop {
-                        let Ok((stream, _)) = listener.accept().await else {
-                            continue;
-                        };
-                        let _ = stream.set_nodelay(true);
-                        let service = service.clone();
-                        tokio::spawn(async move {
-                            let service = hyper_util::service::TowerToHyperService::new(service);
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                                .await;
-                        });
+    // Named, so a profile tells the servers' threads apart from the clients'.
+    let name = match arm {
+        Arm::Direct => "direct",
+        _ => "planmux",
+    };
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let runtime = match arm {
+                Arm::MultiThread => tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build(),
+                _ => tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build(),
+            };
+            let Ok(runtime) = runtime else { return };
+            runtime.block_on(async move {
+                if arm == Arm::Direct {
+                    let factory = || {
+                        Arc::into_inner(DemoServer::new(DemoKind::Chaos, None))
+                            .ok_or_else(|| std::io::Error::other("the demo server is shared"))
+                    };
+                    let service = StreamableHttpService::new(
+                        factory,
+                        Arc::new(LocalSessionManager::default()),
+                        StreamableHttpServerConfig::default(),
+                    );
+                    let Ok(listener) = tokio::net::TcpListener::bind("127.0.0.1:0").await else {
+                        return;
+                    };
+                    let _ = addr_tx.send(listener.local_addr().ok());
+                    let serving = async {
+                        loop {
+                            let Ok((stream, _)) = listener.accept().await else {
+                                continue;
+                            };
+                            let _ = stream.set_nodelay(true);
+                            let service = service.clone();
+                            tokio::spawn(async move {
+                                let service =
+                                    hyper_util::service::TowerToHyperService::new(service);
+                                let _ = hyper::server::conn::http1::Builder::new()
+                                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                    .await;
+                            });
+                        }
+                    };
+                    tokio::select! {
+                        () = serving => {}
+                        _ = stop_rx => {}
                     }
-                };
-                tokio::select! {
-                    () = serving => {}
-                    _ = stop_rx => {}
+                } else {
+                    let dir = std::env::temp_dir();
+                    let Ok(config) = Config::parse(
+                        "[servers.chaos]\nbuiltin = \"chaos\"\n",
+                        "bench",
+                        &dir,
+                        &|_| None,
+                    ) else {
+                        return;
+                    };
+                    let options = HttpOptions {
+                        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                        stateless: false,
+                    };
+                    let ready = |addr| {
+                        let _ = addr_tx.send(Some(addr));
+                    };
+                    let _ = serve_http(&config, options, ready, async {
+                        let _ = stop_rx.await;
+                    })
+                    .await;
                 }
-            } else {
-                let dir = std::env::temp_dir();
-                let Ok(config) = Config::parse(
-                    "[servers.chaos]\nbuiltin = \"chaos\"\n",
-                    "bench",
-                    &dir,
-                    &|_| None,
-                ) else {
-                    return;
-                };
-                let options = HttpOptions {
-                    addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-                    stateless: false,
-                };
-                let ready = |addr| {
-                    let _ = addr_tx.send(Some(addr));
-                };
-                let _ = serve_http(&config, options, ready, async {
-                    let _ = stop_rx.await;
-                })
-                .await;
-            }
+            });
         });
-    });
+    spawned.context("the server's thread did not start")?;
     let addr = addr_rx
         .recv_timeout(Duration::from_secs(30))
         .ok()
@@ -425,8 +436,9 @@ fn measure(
 }
 
 /// Runs the rows, interleaved by session count (direct, planmux, then the installed peers
-/// for 1 session, then for 10, …), prints the table and writes http.json. The quick mode
-/// (`cargo test`, `-- --quick`) runs every row with fewer calls, the peers' included.
+/// for 1 session, then for 10, …; the in-process servers in three rounds), prints the
+/// table and writes http.json. The quick mode (`cargo test`, `-- --quick`) runs every row
+/// once with fewer calls, the peers' included.
 fn main() -> anyhow::Result<()> {
     // rmcp's reqwest client needs a TLS provider, as the binary's (src/main.rs).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -438,7 +450,12 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     println!("HTTP front under load: the chaos demo's echo, {total} calls per row\n");
-    let peers = installed_peers().into_iter().map(Arm::Peer);
+    // `-- --no-peers`: planmux and direct only (the peers take most of the run).
+    let peers = match args.iter().any(|a| a == "--no-peers") {
+        true => Vec::new(),
+        false => installed_peers(),
+    };
+    let peers = peers.into_iter().map(Arm::Peer);
     let arms: Vec<Arm> = [Arm::Direct, Arm::CurrentThread, Arm::MultiThread]
         .into_iter()
         .chain(peers)
@@ -447,18 +464,42 @@ fn main() -> anyhow::Result<()> {
     println!("| --- | --- | --- | --- | --- |");
     let mut rows = Vec::new();
     let mut direct = std::collections::HashMap::new();
+    // The in-process arms run `rounds` times, interleaved (direct, planmux, … then again),
+    // and each row gives the median round's calls per second: one round of a row lasts
+    // about a second, shorter than this machine's swings. The peers run once.
+    let rounds = if quick { 1 } else { 3 };
     for clients in [1, 10, 100] {
-        for &arm in &arms {
-            let calls = (total / clients).max(1);
-            let (rate, latencies) = match measure(&runtime, arm, clients, calls) {
-                Ok(measured) => measured,
-                // A peer is software nobody here wrote: its failure skips its row only.
-                Err(e) if matches!(arm, Arm::Peer(_)) => {
-                    println!("| {} | {clients} | skipped: {e:#} | – | – |", arm.name());
+        let calls = (total / clients).max(1);
+        let mut measured: Vec<(Arm, Vec<f64>, Vec<f64>)> = arms
+            .iter()
+            .map(|&arm| (arm, Vec::new(), Vec::new()))
+            .collect();
+        for round in 0..rounds {
+            for (arm, rates, latencies) in &mut measured {
+                let peer = matches!(arm, Arm::Peer(_));
+                if peer && round > 0 {
                     continue;
                 }
-                Err(e) => return Err(e),
-            };
+                match measure(&runtime, *arm, clients, calls) {
+                    Ok((rate, mut more)) => {
+                        rates.push(rate);
+                        latencies.append(&mut more);
+                    }
+                    // A peer is software nobody here wrote: its failure skips its row only.
+                    Err(e) if peer => {
+                        println!("| {} | {clients} | skipped: {e:#} | – | – |", arm.name());
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        for (arm, mut rates, mut latencies) in measured {
+            if rates.is_empty() {
+                continue;
+            }
+            rates.sort_by(f64::total_cmp);
+            let rate = rates[rates.len() / 2];
+            latencies.sort_by(f64::total_cmp);
             let (p50, p90) = (percentile(&latencies, 0.5), percentile(&latencies, 0.9));
             if arm == Arm::Direct {
                 direct.insert(clients, rate);
@@ -472,9 +513,10 @@ fn main() -> anyhow::Result<()> {
                 "| {} | {clients} | {rate:.0}{vs} | {p50:.2} | {p90:.2} |",
                 arm.name()
             );
+            let all: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
             rows.push(
                 json!({"server": arm.name(), "sessions": clients, "calls_per_s": rate,
-                              "median_ms": p50, "p90_ms": p90}),
+                       "rounds_calls_per_s": all, "median_ms": p50, "p90_ms": p90}),
             );
         }
     }

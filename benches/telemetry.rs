@@ -1,10 +1,13 @@
-//! What telemetry and access rules cost, in one run. Three `planmux serve --http`
+//! What telemetry and access rules cost, in one run. Four `planmux serve --http`
 //! processes of this build, each in front of the chaos demo, reached by one rmcp
 //! streamable-HTTP session each, in interleaved rounds:
 //!
 //! - **plain**: no `[telemetry]`, no `[[access]]`;
+//! - **metrics**: `[telemetry] metrics = true`;
 //! - **metrics + traces**: `[telemetry] metrics = true` and `otlp_endpoint` set to a sink
-//!   in this bench that takes every export (200), so spans are made and sent;
+//!   in this bench that takes every export (200), so spans are made and sent (a
+//!   session's calls then take rmcp's typed path, which makes their spans, not the
+//!   passthrough);
 //! - **access rules**: 32 `[[access]]` rules, the caller matched by the last (`"*"`).
 //!
 //! Each round makes `calls` direct calls of `chaos__echo` and `plans` three-step plans on
@@ -132,6 +135,10 @@ fn main() -> anyhow::Result<()> {
         Arm {
             name: "plain",
             config: String::new(),
+        },
+        Arm {
+            name: "metrics",
+            config: "[telemetry]\nmetrics = true\n".to_owned(),
         },
         Arm {
             name: "metrics + traces",

@@ -315,12 +315,12 @@ impl Front {
                 if let Some(refused) = self.over_rate(&caller).await {
                     return refused;
                 }
-                let mut request = request;
-                request.extensions_mut().insert(caller.clone());
                 if request.method() != http::Method::POST {
+                    let mut request = request;
+                    request.extensions_mut().insert(caller);
                     return self.restored(self.mcp.handle(request).await);
                 }
-                let (parts, body) = match self.read(request).await {
+                let (mut parts, body) = match self.read(request).await {
                     Ok(read) => read,
                     Err(refused) => return refused,
                 };
@@ -329,6 +329,7 @@ impl Front {
                 {
                     return answer;
                 }
+                parts.extensions.insert(caller);
                 let request = self.renamed(parts, body);
                 self.restored(self.mcp.handle(request).await)
             }

@@ -1,5 +1,17 @@
 //! Bounded text: every message that reaches the model or a log quotes something from
 //! outside (a tool's error, a server's stderr, a plan's own text), which can be any size.
+//! And the scan for a fixed text in a message, on a call's path.
+
+/// Whether the fixed bytes `$needle` occur in `$haystack`, with a searcher built once per
+/// call site (`memchr::memmem::find` builds one per search, several per routed call).
+macro_rules! contains {
+    ($haystack:expr, $needle:expr) => {{
+        static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new($needle));
+        FINDER.find($haystack).is_some()
+    }};
+}
+pub(crate) use contains;
 
 /// A message (an error, a reason, a warning) cut to `max` characters, saying how much
 /// went: messages quote what tools and servers said, which can be anything.

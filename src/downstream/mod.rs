@@ -466,7 +466,7 @@ impl Downstreams {
     /// Notes the resource links in a tool result that came as JSON text from `server`
     /// (what a client may read next), as for a decoded one.
     pub fn note_raw_links(&self, server: &str, result: &[u8]) {
-        if memchr::memmem::find(result, b"\"resource").is_some()
+        if crate::text::contains!(result, b"\"resource")
             && let Ok(result) = serde_json::from_slice::<CallToolResult>(result)
         {
             self.links.note(server, &result);

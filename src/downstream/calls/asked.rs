@@ -147,8 +147,7 @@ impl CallTable {
     /// and its questions go to the answerer.
     pub(super) fn asks(self: &Arc<Self>, id: &str, result: &[u8]) -> bool {
         // Most results are not: a scan, not a parse, tells.
-        if self.modern.get().is_none() || memchr::memmem::find(result, b"input_required").is_none()
-        {
+        if self.modern.get().is_none() || !crate::text::contains!(result, b"input_required") {
             return false;
         }
         let asks = serde_json::from_slice::<Kind>(result)
@@ -159,7 +158,7 @@ impl CallTable {
     /// Whether `error`, the answer to call `id`, says the tool runs only as a task; if so
     /// the call stays and the answerer runs it as one.
     pub(super) fn wants_task(self: &Arc<Self>, id: &str, error: &[u8]) -> bool {
-        if self.modern.get().is_none() || memchr::memmem::find(error, b"-32021").is_none() {
+        if self.modern.get().is_none() || !crate::text::contains!(error, b"-32021") {
             return false;
         }
         let wants = serde_json::from_slice::<rmcp::ErrorData>(error)

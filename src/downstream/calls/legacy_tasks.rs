@@ -82,7 +82,7 @@ impl CallTable {
     pub(super) fn tasked(self: &Arc<Self>, id: &str, result: &[u8]) -> bool {
         // Most servers have no such tool, and most results are no task: a scan, not a
         // parse, tells.
-        if !self.fields.any_task_only() || memchr::memmem::find(result, b"\"task\"").is_none() {
+        if !self.fields.any_task_only() || !crate::text::contains!(result, b"\"task\"") {
             return false;
         }
         let Ok(created) = serde_json::from_slice::<Created>(result) else {

@@ -64,7 +64,7 @@ pub(super) fn marked_error(result: Option<&RawValue>) -> bool {
         is_error: bool,
     }
     result.is_some_and(|result| {
-        memchr::memmem::find(result.get().as_bytes(), b"\"isError\"").is_some()
+        crate::text::contains!(result.get().as_bytes(), b"\"isError\"")
             && serde_json::from_str::<Marked>(result.get()).is_ok_and(|m| m.is_error)
     })
 }

@@ -110,7 +110,7 @@ fn joined(head: &str, body: &[u8], tail: &str) -> Vec<u8> {
 /// when it cannot (the key written with escapes): [`legacy`] rewrites the result then.
 fn blank_result_type(result: &mut [u8]) -> bool {
     const KEY: &[u8] = b"\"resultType\"";
-    if memchr::memmem::find(result, KEY).is_none() {
+    if !crate::text::contains!(result, KEY) {
         return true;
     }
     let start = result.as_ptr() as usize;
@@ -198,7 +198,7 @@ impl<'de> Deserialize<'de> for ResultTypes<'de> {
 /// [`blank_result_type`]'s fallback: the result decoded, `resultType` removed, encoded
 /// again.
 fn legacy(result: &[u8]) -> Cow<'_, [u8]> {
-    if memchr::memmem::find(result, b"\"resultType\"").is_none() {
+    if !crate::text::contains!(result, b"\"resultType\"") {
         return result.into();
     }
     match serde_json::from_slice::<Value>(result) {

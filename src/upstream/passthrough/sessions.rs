@@ -100,8 +100,8 @@ impl Lanes {
         if lane.questions.answered(body) {
             return Taken::Answered;
         }
-        // The typed path makes a call's spans; a header naming another revision is
-        // rmcp's to refuse.
+        // The typed path makes a call's spans; rmcp checks a header, or a request's own
+        // `_meta`, naming another revision than the session's.
         let other_version = version.is_some_and(|v| v != lane.version.as_str().as_bytes());
         if crate::traces::on()
             || other_version
@@ -128,12 +128,24 @@ impl Lanes {
 /// answers need `resultType`, which `encode.rs` blanks), and leaves when it ends.
 impl Joins for Arc<Lanes> {
     fn join(&self, id: &str, joining: Joining) -> Option<Leave> {
-        let version = joining.peer.peer_info()?.protocol_version.clone();
+        let info = joining.peer.peer_info()?;
+        let version = info.protocol_version.clone();
         if version >= ProtocolVersion::V_2026_07_28 {
             return None;
         }
+        let caller = Caller {
+            peer: joining.peer.clone(),
+            session: joining.session.clone(),
+            request: None,
+            progress: None,
+            input: InputTo::Host,
+            capabilities: Some(info.capabilities.clone()),
+            asks: None,
+            identity: None,
+        };
         let lane = Lane {
             joining,
+            caller,
             version,
             in_flight: Mutex::default(),
             questions: Questions::default(),
@@ -152,6 +164,8 @@ impl Joins for Arc<Lanes> {
 /// A session on this path: its calls in flight and the questions put to its host.
 pub struct Lane {
     joining: Joining,
+    /// Whom its calls are for, but for who sent each and where its questions go.
+    caller: Caller,
     /// The protocol revision its host negotiated.
     version: ProtocolVersion,
     /// Its calls in flight, by the host's request id (as JSON text).
@@ -192,16 +206,10 @@ impl Lane {
     /// The caller a call on this path is made for: this session, from `identity`; what
     /// its server asks goes to `asks` (the call's stream).
     fn caller(&self, identity: &Identity, asks: Asks) -> Caller {
-        let capabilities = (self.joining.peer.peer_info()).map(|info| info.capabilities.clone());
         Caller {
-            peer: self.joining.peer.clone(),
-            session: self.joining.session.clone(),
-            request: None,
-            progress: None,
-            input: InputTo::Host,
-            capabilities: Some(capabilities.unwrap_or_default()),
             asks: Some(asks),
             identity: Some(identity.clone()),
+            ..self.caller.clone()
         }
     }
 
