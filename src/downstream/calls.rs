@@ -41,6 +41,7 @@ pub(crate) use asked::{Answerer, InputTurn, Modern, Wants};
 mod asked;
 mod legacy_tasks;
 mod params;
+pub use params::with_traceparent;
 mod reply;
 
 pub use reply::RawReply;

@@ -28,7 +28,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, JsonO
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use calls::{LineCall, RawReply, RouteSink, Sink};
+pub use calls::{LineCall, RawReply, RouteSink, Sink, with_traceparent};
 pub use changes::Changed;
 pub use error::DownstreamError;
 pub use fields::restore as restore_tool_fields;

@@ -46,6 +46,11 @@ impl LineRoute {
         &self.server.config.name
     }
 
+    /// The tool's name on its server.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
     /// The error for a call of it, cancelled before it was sent.
     pub fn cancelled(&self) -> DownstreamError {
         DownstreamError::Cancelled {
@@ -214,10 +219,7 @@ impl LineRoute {
         let reply = call.answer(answer, cancel).await;
         if let Some(cx) = span {
             let error = match &reply {
-                Ok(reply) if reply.is_error => Some("a JSON-RPC error".to_owned()),
-                Ok(reply) => (reply.result())
-                    .and_then(|result| memchr::memmem::find(result, br#""isError":true"#))
-                    .map(|_| "the tool's result is an error".to_owned()),
+                Ok(reply) => reply.failure().map(str::to_owned),
                 Err(error) => Some(error.to_string()),
             };
             let attributes = vec![

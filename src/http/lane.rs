@@ -18,7 +18,7 @@ use hyper::body::Frame;
 
 use super::Body;
 use crate::identity::Identity;
-use crate::upstream::passthrough::sessions::{Lanes, Messages, Taken};
+use crate::upstream::passthrough::sessions::{Headers, Lanes, Messages, Taken};
 
 /// How often a call's stream says something while its call runs silently: proxies and
 /// hosts that give up on a quiet response keep it.
@@ -48,10 +48,13 @@ pub(super) async fn take(
     if !json || standard || !accepts("text/event-stream") || !accepts("application/json") {
         return None;
     }
-    let version = headers
-        .get("mcp-protocol-version")
-        .map(HeaderValue::as_bytes);
-    match lanes.take(session, version, body, caller).await {
+    let read = Headers {
+        version: headers
+            .get("mcp-protocol-version")
+            .map(HeaderValue::as_bytes),
+        traceparent: (headers.get("traceparent")).and_then(|value| value.to_str().ok()),
+    };
+    match lanes.take(session, read, body, caller).await {
         Taken::Left => None,
         Taken::Answered => {
             let mut response = Response::new(Body::default());

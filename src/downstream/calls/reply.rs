@@ -29,6 +29,17 @@ impl RawReply {
         self.body().filter(|_| !self.is_error)
     }
 
+    /// Why the call failed, as a trace's span says it: a JSON-RPC error, or a result
+    /// marked `isError`; `None` for a result.
+    pub fn failure(&self) -> Option<&'static str> {
+        if self.is_error {
+            return Some("a JSON-RPC error");
+        }
+        (self.result())
+            .filter(|result| crate::text::contains!(result, br#""isError":true"#))
+            .map(|_| "the tool's result is an error")
+    }
+
     /// The answer of `server` to a `tools/call`, decoded only into JSON: its result, or
     /// its JSON-RPC error as such.
     pub(crate) fn tool_result(&self, server: &str) -> Result<Value, DownstreamError> {

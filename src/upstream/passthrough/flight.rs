@@ -110,13 +110,13 @@ pub(super) fn cancel<T>(
 
 /// Records how admitted call `key` (`serial`) ended its wait: in its table (from now its
 /// table ends it), or not, with what to answer the host, if anything (nothing when the
-/// host cancelled it, or its table told the host already).
+/// host cancelled it, or its table told the host already), and where it was going.
 pub(super) fn settle<T>(
     in_flight: &mut HashMap<String, Flight<T>>,
     key: &str,
     serial: u64,
     outcome: Result<LineCall, Refused>,
-) -> Option<Answer> {
+) -> Option<(Answer, T)> {
     // Gone: answered at once by its server, or cancelled by the host meanwhile.
     let flight = in_flight.get_mut(key).filter(|f| f.serial == serial)?;
     let answer = match (outcome, &flight.stage) {
@@ -133,6 +133,6 @@ pub(super) fn settle<T>(
         (Err(Refused::Told), _)
         | (Ok(_) | Err(Refused::Answer(_)), Stage::Cancelled(_) | Stage::Sent(_)) => None,
     };
-    in_flight.remove(key);
-    answer
+    let gone = in_flight.remove(key)?;
+    answer.map(|answer| (answer, gone.to))
 }

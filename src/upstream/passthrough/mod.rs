@@ -17,7 +17,9 @@
 //! the audit trail), the call's time limit, the host's cancellation (the server is told,
 //! with the host's reason), its progress token (notifications relayed in order before
 //! the answer), a server that exits or restarts, and the one error mapping
-//! ([`super::host_answer`]).
+//! ([`super::host_answer`]); with traces on, its spans (`traced.rs`). An HTTP session's
+//! calls take the same path off their POSTs (`sessions.rs`); what a call in flight is
+//! and how it ends waiting is one thing for both (`flight.rs`).
 //!
 //! A 2025-11-25 host's tasks (a call with a `task`, `tasks/*`) are taken off its line here
 //! too (`tasks.rs`): rmcp models none.
@@ -27,6 +29,7 @@ mod flight;
 mod read;
 pub mod sessions;
 mod tasks;
+mod traced;
 pub use tasks::offered_in as offer_tasks;
 
 use std::collections::HashMap;
@@ -54,10 +57,14 @@ use crate::wire::{Divert, Diverted, Forward, RawSender};
 use encode::{Answer, encode};
 use flight::{Flight, Refused, Stage};
 use read::Plain;
+use traced::Spans;
 
 /// What planmux tells a server whose call it cancels for the host when the host gave no
 /// reason, or when planmux shuts down.
 const CANCELLED: &str = "cancelled by the client";
+/// What a call's spans say when planmux answered it without sending it (refused, or its
+/// server not up in time).
+const NOT_SENT: &str = "planmux did not send the call";
 
 /// Where a host's `tools/call` of `name` goes on this path, if it may take it now: a
 /// downstream tool (not planmux's own nor a pipeline) whose server is up on a line
@@ -112,7 +119,7 @@ pub struct Passthrough {
     writer: RawSender,
     /// The host's calls in flight, by the host's request id (as JSON text). The server's
     /// side of each is its connection's call table, by raw id.
-    in_flight: Mutex<HashMap<String, Flight<()>>>,
+    in_flight: Mutex<HashMap<String, Flight<Option<Spans>>>>,
     /// What tells the messages this path looks at, built once (every host message is
     /// scanned).
     cancellation: Finder<'static>,
@@ -170,7 +177,7 @@ impl Passthrough {
         let _ = tokio::time::timeout(limit, self.tasks.wait()).await;
     }
 
-    fn in_flight(&self) -> MutexGuard<'_, HashMap<String, Flight<()>>> {
+    fn in_flight(&self) -> MutexGuard<'_, HashMap<String, Flight<Option<Spans>>>> {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -209,6 +216,8 @@ impl Passthrough {
             return Diverted::Left;
         }
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        let spans = Spans::start(&call.name, call.traceparent.as_deref(), &route);
+        let traceparent = spans.as_ref().and_then(Spans::traceparent);
         // The checkpoint, where it need not wait; its proof sends the call at once.
         let proof = match self.upstream.downstreams.authorize_now(
             route.exported(),
@@ -217,10 +226,11 @@ impl Passthrough {
         ) {
             Some(Ok(proof)) if self.choice == RouteChoice::InPlace => {
                 let sink = self.sink(&call.key);
-                let request = |id: &str, tool: &str| call.forwarded(line, id, tool);
+                let request =
+                    |id: &str, tool: &str| call.forwarded(line, id, tool, traceparent.as_deref());
                 if let Ok(sent) = route.send_now(&proof, sink, request) {
                     let stage = Stage::Sent(sent);
-                    let flight = call.flight(serial, stage, ());
+                    let flight = call.flight(serial, stage, spans);
                     in_flight.insert(call.key, flight);
                     return Diverted::Taken;
                 }
@@ -228,6 +238,7 @@ impl Passthrough {
             }
             Some(Ok(proof)) => Some(proof),
             Some(Err(denied)) => {
+                Spans::end_all(spans, Some(denied.to_string()));
                 let error = ErrorData::invalid_params(denied.to_string(), None);
                 return Diverted::Forward(self.reply(&call.key, Answer::Error(error)));
             }
@@ -235,7 +246,7 @@ impl Passthrough {
         };
         let cancel = self.upstream.shutdown.child_token();
         let stage = Stage::Admitting(cancel.clone());
-        in_flight.insert(call.key.clone(), call.flight(serial, stage, ()));
+        in_flight.insert(call.key.clone(), call.flight(serial, stage, spans));
         let admission = Admission {
             line: line.to_vec(),
             call,
@@ -273,14 +284,14 @@ impl Passthrough {
         flight::cancel(self.in_flight(), text);
     }
 
-    /// Takes the call `key` with raw id `id` out of those in flight: whether it was there.
-    fn end(&self, key: &str, id: &str) -> bool {
+    /// Takes the call `key` with raw id `id` out of those in flight, if it was there:
+    /// its spans, to end.
+    fn end(&self, key: &str, id: &str) -> Option<Option<Spans>> {
         let mut in_flight = self.in_flight();
-        let ours = in_flight.get(key).is_some_and(|flight| flight.is(id));
-        if ours {
-            in_flight.remove(key);
+        if !in_flight.get(key).is_some_and(|flight| flight.is(id)) {
+            return None;
         }
-        ours
+        in_flight.remove(key).map(|flight| flight.to)
     }
 
     /// planmux is shutting down: the calls in the servers' tables are cancelled and
@@ -328,9 +339,11 @@ impl Passthrough {
             serial,
         } = admission;
         let outcome = self.admitted(&line, &call, &route, proof, &cancel).await;
-        let Some(answer) = flight::settle(&mut self.in_flight(), &call.key, serial, outcome) else {
+        let settled = flight::settle(&mut self.in_flight(), &call.key, serial, outcome);
+        let Some((answer, spans)) = settled else {
             return;
         };
+        Spans::end_all(spans, Some(NOT_SENT.to_owned()));
         if let Err(error) = self.reply(&call.key, answer).send().await {
             tracing::debug!(%error, "the host's stream closed before a passthrough answer");
         }
@@ -363,7 +376,10 @@ impl Passthrough {
                 })?
             }
         };
-        let request = |id: &str, tool: &str| call.forwarded(line, id, tool);
+        // The server's parent span is planmux's call's.
+        let traceparent =
+            (self.in_flight().get(&call.key)).and_then(|flight| flight.to.as_ref()?.traceparent());
+        let request = |id: &str, tool: &str| call.forwarded(line, id, tool, traceparent.as_deref());
         let sent = route.send(&proof, self.sink(&call.key), request, cancel);
         sent.await.map_err(|(error, sink)| match sink {
             Some(_) => Refused::Answer(Answer::from(host_answer(error))),
@@ -396,9 +412,8 @@ impl Plain {
 impl RouteSink for Passthrough {
     fn answered(&self, key: &str, id: &str, server: &str, reply: RawReply) -> Option<Forward> {
         // Not in flight any more: the host cancelled it, and gets no answer.
-        if !self.end(key, id) {
-            return None;
-        }
+        let spans = self.end(key, id)?;
+        Spans::end_all(spans, reply.failure().map(str::to_owned));
         if let Some(result) = reply.result() {
             self.upstream.downstreams.note_raw_links(server, result);
         }
@@ -425,9 +440,8 @@ impl RouteSink for Passthrough {
     }
 
     fn failed(&self, key: &str, id: &str, error: DownstreamError) -> Option<Forward> {
-        if !self.end(key, id) {
-            return None;
-        }
+        let spans = self.end(key, id)?;
+        Spans::end_all(spans, Some(error.to_string()));
         Some(self.reply(key, Answer::from(host_answer(error))))
     }
 

@@ -9,6 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::downstream::with_traceparent;
+
 /// A host's `tools/call` as read on its line, nothing decoded but what routes it.
 #[derive(Deserialize)]
 struct HostCall<'a> {
@@ -35,6 +37,8 @@ struct CallParams<'a> {
 struct CallMeta<'a> {
     #[serde(borrow, rename = "progressToken")]
     progress_token: Option<&'a RawValue>,
+    #[serde(borrow)]
+    traceparent: Option<Cow<'a, str>>,
 }
 
 /// A call this path takes, and where in its line the parts it rewrites are.
@@ -45,6 +49,8 @@ pub(super) struct Plain {
     pub(super) name: String,
     /// The progress token as JSON text, when it is one (a string or an integer).
     pub(super) progress: Option<String>,
+    /// The host's `traceparent` in `_meta` (SEP-414), if it sent one.
+    pub(super) traceparent: Option<String>,
     id_at: Range<usize>,
     name_at: Range<usize>,
     token_at: Option<Range<usize>>,
@@ -70,6 +76,9 @@ impl Plain {
             Some(name) => name.to_owned(),
             None => serde_json::from_str(raw_name.get()).ok()?,
         };
+        let traceparent = (params.meta.as_ref())
+            .and_then(|meta| meta.traceparent.as_deref())
+            .map(str::to_owned);
         let token = params.meta.and_then(|meta| meta.progress_token);
         let progress = token.and_then(|t| id_text(t.get())).map(Cow::into_owned);
         let start = line.as_ptr() as usize;
@@ -81,6 +90,7 @@ impl Plain {
             key,
             name,
             progress,
+            traceparent,
             id_at: at(raw_id),
             name_at: at(raw_name),
             token_at: token.map(at),
@@ -88,9 +98,24 @@ impl Plain {
     }
 
     /// The request for the server: `line` with the id (and the progress token, if any)
-    /// replaced by `id` and the name by `tool` (both JSON text); the rest as the host
-    /// wrote it.
-    pub(super) fn forwarded(&self, line: &[u8], id: &str, tool: &str) -> Vec<u8> {
+    /// replaced by `id` and the name by `tool` (both JSON text), and `_meta.traceparent`
+    /// by `traceparent` when the call is traced; the rest as the host wrote it.
+    pub(super) fn forwarded(
+        &self,
+        line: &[u8],
+        id: &str,
+        tool: &str,
+        traceparent: Option<&str>,
+    ) -> Vec<u8> {
+        let line = self.replaced(line, id, tool);
+        match traceparent {
+            Some(traceparent) => with_traceparent(line, traceparent),
+            None => line,
+        }
+    }
+
+    /// `line` with the id (and the progress token) and the name replaced.
+    fn replaced(&self, line: &[u8], id: &str, tool: &str) -> Vec<u8> {
         let token = self.token_at.clone().map(|at| (at, id));
         let mut edits = [
             Some((self.id_at.clone(), id)),
@@ -176,5 +201,25 @@ mod tests {
             "read plainly"
         );
         assert!(matches!(id_text(r#""k-1""#), Some(Cow::Borrowed(_))));
+    }
+
+    /// The server's request is the host's bytes with planmux's id, the tool's own name and
+    /// planmux's token; traced, its `_meta.traceparent` is planmux's call's (the host's
+    /// own, read for the host request's span, replaced), the rest kept.
+    #[test]
+    fn a_forwarded_call_keeps_the_hosts_bytes_but_what_routes_it() -> Result<(), String> {
+        let line = br#"{"jsonrpc":"2.0","id":"h-1","method":"tools/call","params":{"name":"s__echo","arguments":{"n":1.0},"_meta":{"progressToken":"p","traceparent":"00-aa-bb-01","x":1}}}"#;
+        let call = Plain::read(line).ok_or("not read")?;
+        assert_eq!(call.key, r#""h-1""#);
+        assert_eq!(call.traceparent.as_deref(), Some("00-aa-bb-01"));
+        let plain = call.forwarded(line, "7", r#""echo""#, None);
+        let expected = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.0},"_meta":{"progressToken":7,"traceparent":"00-aa-bb-01","x":1}}}"#;
+        assert_eq!(String::from_utf8_lossy(&plain), expected);
+        let traced = call.forwarded(line, "7", r#""echo""#, Some("00-cc-dd-01"));
+        let traced: Value = serde_json::from_slice(&traced).map_err(|e| e.to_string())?;
+        assert_eq!(traced["params"]["_meta"]["traceparent"], "00-cc-dd-01");
+        assert_eq!(traced["params"]["_meta"]["x"], 1);
+        assert_eq!(traced["params"]["_meta"]["progressToken"], 7);
+        Ok(())
     }
 }

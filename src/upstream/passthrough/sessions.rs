@@ -7,8 +7,8 @@
 //!
 //! A session joins once its host finished an `initialize` handshake before protocol
 //! 2026-07-28, and leaves when rmcp closes it. Anything else goes to rmcp as before: other
-//! requests, a call with a `task`, a 2026-07-28 session's calls, and every call while
-//! traces are on (the typed path makes their spans).
+//! requests, a call with a `task`, a 2026-07-28 session's calls. With traces on, a call
+//! is the host's request's span and the server call's inside it (`traced.rs`).
 //!
 //! Each call meets the checkpoint with the caller's grant (and the audit trail), its time
 //! limit, the host's cancellation (a `notifications/cancelled` POST, which rmcp sees too
@@ -33,7 +33,8 @@ use tokio_util::sync::CancellationToken;
 use super::encode::{Answer, encode};
 use super::flight::{self, Flight, Refused, Stage};
 use super::read::Plain;
-use super::{CANCELLED, route_for};
+use super::traced::Spans;
+use super::{CANCELLED, NOT_SENT, route_for};
 use crate::downstream::{
     Asked, Asks, Caller, Calling, DownstreamError, InputTo, LineCall, LineRoute, RawReply,
     RouteSink, Sink,
@@ -65,6 +66,14 @@ impl Default for Lanes {
     }
 }
 
+/// What this path reads of a POST's headers.
+pub struct Headers<'a> {
+    /// `MCP-Protocol-Version`.
+    pub version: Option<&'a [u8]>,
+    /// `traceparent`: the host's trace, unless the call's `_meta` names one.
+    pub traceparent: Option<&'a str>,
+}
+
 /// What a session's POST is to this path.
 pub enum Taken {
     /// Not this path's: rmcp's to handle.
@@ -80,16 +89,20 @@ impl Lanes {
         self.joined.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What the POST `body` of session `session` (its `MCP-Protocol-Version` header
-    /// `version`, from `identity`) is to this path; a call it takes is admitted here (the
-    /// checkpoint, the server's start, the send).
+    /// What the POST `body` of session `session` is to this path: `headers` are its
+    /// `MCP-Protocol-Version` and `traceparent`, `identity` who sent it. A call it takes
+    /// is admitted here (the checkpoint, the server's start, the send).
     pub async fn take(
         &self,
         session: &str,
-        version: Option<&[u8]>,
+        headers: Headers<'_>,
         body: &[u8],
         identity: &Identity,
     ) -> Taken {
+        let Headers {
+            version,
+            traceparent,
+        } = headers;
         let Some(lane) = self.joined().get(session).cloned() else {
             return Taken::Left;
         };
@@ -100,14 +113,10 @@ impl Lanes {
         if lane.questions.answered(body) {
             return Taken::Answered;
         }
-        // The typed path makes a call's spans; rmcp checks a header, or a request's own
-        // `_meta`, naming another revision than the session's.
+        // rmcp checks a header, or a request's own `_meta`, naming another revision than
+        // the session's.
         let other_version = version.is_some_and(|v| v != lane.version.as_str().as_bytes());
-        if crate::traces::on()
-            || other_version
-            || self.call.find(body).is_none()
-            || self.version.find(body).is_some()
-        {
+        if other_version || self.call.find(body).is_none() || self.version.find(body).is_some() {
             return Taken::Left;
         }
         let Some(call) = Plain::read(body) else {
@@ -117,7 +126,7 @@ impl Lanes {
         let Some(route) = route_for(&parts.downstreams, &parts.runner, &call.name) else {
             return Taken::Left;
         };
-        match lane.call(call, body, route, identity).await {
+        match lane.call(call, body, route, identity, traceparent).await {
             Some(messages) => Taken::Call(messages),
             None => Taken::Left,
         }
@@ -179,6 +188,16 @@ pub struct Lane {
 struct Out {
     stream: mpsc::UnboundedSender<Event>,
     caller: Caller,
+    /// Its spans, when traces are on.
+    spans: Option<Spans>,
+}
+
+impl Out {
+    /// The call ended, failed when `error` says why: its spans end.
+    fn ended(self, error: Option<String>) -> mpsc::UnboundedSender<Event> {
+        Spans::end_all(self.spans, error);
+        self.stream
+    }
 }
 
 /// A message for the host on a call's stream: `bytes[from..]`.
@@ -222,6 +241,7 @@ impl Lane {
         line: &[u8],
         route: LineRoute,
         identity: &Identity,
+        traceparent: Option<&str>,
     ) -> Option<Messages> {
         let (stream, events) = mpsc::unbounded_channel();
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
@@ -233,9 +253,11 @@ impl Lane {
             if in_flight.contains_key(&call.key) {
                 return None;
             }
+            let traceparent = call.traceparent.as_deref().or(traceparent);
             let out = Out {
                 stream,
                 caller: caller.clone(),
+                spans: Spans::start(&call.name, traceparent, &route),
             };
             let flight = call.flight(serial, Stage::Admitting(cancel.clone()), out);
             in_flight.insert(call.key.clone(), flight);
@@ -243,7 +265,8 @@ impl Lane {
         let calling = self.joining.host.calling(route.server(), Some(&caller));
         let outcome = self.admitted(line, &call, &route, identity, &cancel).await;
         let settled = flight::settle(&mut self.in_flight(), &call.key, serial, outcome);
-        let first = settled.map(|answer| {
+        let first = settled.map(|(answer, out)| {
+            out.ended(Some(NOT_SENT.to_owned()));
             let (bytes, from) = encode(&call.key, answer);
             Event::Answer(bytes, from, false)
         });
@@ -284,7 +307,10 @@ impl Lane {
             let error = ErrorData::invalid_params(denied.to_string(), None);
             Refused::Answer(Answer::Error(error))
         })?;
-        let request = |id: &str, tool: &str| call.forwarded(line, id, tool);
+        // The server's parent span is planmux's call's.
+        let traceparent = (self.in_flight().get(&call.key))
+            .and_then(|flight| flight.to.spans.as_ref()?.traceparent());
+        let request = |id: &str, tool: &str| call.forwarded(line, id, tool, traceparent.as_deref());
         let sink = Sink::Host {
             key: call.key.clone(),
             to: self.clone(),
@@ -300,13 +326,13 @@ impl Lane {
         })
     }
 
-    /// Takes call `key` with raw id `id` out of those in flight: where its stream is.
-    fn end(&self, key: &str, id: &str) -> Option<mpsc::UnboundedSender<Event>> {
+    /// Takes call `key` with raw id `id` out of those in flight: where it was going.
+    fn end(&self, key: &str, id: &str) -> Option<Out> {
         let mut in_flight = self.in_flight();
         if !in_flight.get(key).is_some_and(|flight| flight.is(id)) {
             return None;
         }
-        in_flight.remove(key).map(|flight| flight.to.stream)
+        in_flight.remove(key).map(|flight| flight.to)
     }
 
     /// planmux is shutting down: call `key` is cancelled and answered so, unless its
@@ -319,7 +345,9 @@ impl Lane {
         if !call.cancel(Some(CANCELLED)) {
             return None;
         }
-        let (bytes, from) = encode(key, Answer::from(host_answer(call.cancelled())));
+        let error = call.cancelled();
+        flight.to.ended(Some(error.to_string()));
+        let (bytes, from) = encode(key, Answer::from(host_answer(error)));
         Some(Event::Answer(bytes, from, false))
     }
 }
@@ -327,7 +355,7 @@ impl Lane {
 /// Where the calls' ends arrive from their tables (on the server's read path).
 impl RouteSink for Lane {
     fn answered(&self, key: &str, id: &str, server: &str, reply: RawReply) -> Option<Forward> {
-        let to = self.end(key, id)?;
+        let to = self.end(key, id)?.ended(reply.failure().map(str::to_owned));
         if let Some(result) = reply.result() {
             self.joining.downstreams.note_raw_links(server, result);
         }
@@ -351,7 +379,7 @@ impl RouteSink for Lane {
     }
 
     fn failed(&self, key: &str, id: &str, error: DownstreamError) -> Option<Forward> {
-        let to = self.end(key, id)?;
+        let to = self.end(key, id)?.ended(Some(error.to_string()));
         let answered = matches!(error, DownstreamError::Rpc { .. });
         let (bytes, from) = encode(key, Answer::from(host_answer(error)));
         let _ = to.send(Event::Answer(bytes, from, answered));

@@ -18,6 +18,20 @@ type R = anyhow::Result<()>;
 const HOST_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const HOST_SPAN: &str = "00f067aa0ba902b7";
 
+/// The collector stand-in on a free port, writing the spans it decodes to `out`; killed
+/// on drop.
+fn receiver(out: &std::path::Path) -> anyhow::Result<(u16, tokio::process::Child)> {
+    let port = free_port();
+    let child = tokio::process::Command::new(python())
+        .arg(common::interop_dir().join("otlp_receiver.py"))
+        .arg(port.to_string())
+        .arg(out)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    Ok((port, child))
+}
+
 /// The spans received so far, once `enough` holds of them (within 30 s).
 async fn received(
     path: &std::path::Path,
@@ -47,14 +61,7 @@ async fn received(
 async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
     let dir = tempfile::tempdir()?;
     let out = dir.path().join("spans.jsonl");
-    let port = free_port();
-    let _receiver = tokio::process::Command::new(python())
-        .arg(common::interop_dir().join("otlp_receiver.py"))
-        .arg(port.to_string())
-        .arg(&out)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
+    let (port, _receiver) = receiver(&out)?;
     let remote = Listening::start(&["demo", "chaos", "--http"], &[]).await?;
     let config = dir.path().join("servers.toml");
     std::fs::write(
@@ -189,6 +196,48 @@ async fn a_plan_is_one_trace_of_its_steps_and_calls() -> R {
     let picture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/trace");
     std::fs::create_dir_all(&picture)?;
     std::fs::write(picture.join("plan-trace.svg"), waterfall(&spans, host))?;
+    Ok(())
+}
+
+/// A stdio host's plain call, on the passthrough, is traced as on rmcp's path: the host's
+/// request continuing the host's trace, the call to the server inside it, the server sent
+/// that call's span. planmux flushes the spans as it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_hosts_call_on_the_passthrough_is_traced() -> R {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("spans.jsonl");
+    let (port, _receiver) = receiver(&out)?;
+    let config = format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{port}\"\n\n[servers.chaos]\nbuiltin = \"chaos\"\n"
+    );
+    let mut host = common::RawProxy::start(&config)?;
+    host.list_tools()?;
+    let traceparent = format!("00-{HOST_TRACE}-{HOST_SPAN}-01");
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "chaos__echo", "arguments": {"x": 1}, "_meta": {"traceparent": traceparent}}});
+    let echoed = host.answer(&call.to_string())?;
+    let sent = echoed["result"]["_meta"]["planmux-demo/traceparent"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(sent.starts_with(&format!("00-{HOST_TRACE}-")), "{echoed}");
+    host.finish()?;
+    let spans = received(&out, |spans| spans.len() >= 2).await?;
+    let by_id: HashMap<&str, &Value> = spans
+        .iter()
+        .filter_map(|s| Some((s["span_id"].as_str()?, s)))
+        .collect();
+    let called = by_id
+        .get(sent.split('-').nth(2).unwrap_or_default())
+        .ok_or_else(|| anyhow::anyhow!("the span the server was sent: {spans:#?}"))?;
+    assert_eq!(called["name"], "call chaos/echo");
+    assert_eq!(called["attributes"]["planmux.server"], "chaos");
+    let host_span = by_id
+        .get(called["parent_span_id"].as_str().unwrap_or_default())
+        .ok_or_else(|| anyhow::anyhow!("no parent: {spans:#?}"))?;
+    assert_eq!(host_span["name"], "tools/call chaos__echo");
+    assert_eq!(host_span["parent_span_id"], HOST_SPAN);
+    assert_eq!(host_span["trace_id"], HOST_TRACE);
     Ok(())
 }
 
