@@ -255,7 +255,7 @@ impl CallTable {
         let mut bytes = request(&["\"", id.as_str(), "\""].concat(), &quoted);
         let turns = match self.modern.get() {
             Some(modern) => {
-                bytes = asked::with_meta(std::mem::take(&mut bytes), &modern.meta);
+                bytes = asked::with_meta(std::mem::take(&mut bytes), modern);
                 Some(Turns::new(&bytes))
             }
             None => self

@@ -349,10 +349,7 @@ impl Server {
         let table = connected.table.clone();
         if let (Era::Modern, Some(table)) = (era, &table) {
             let info = rmcp::ClientHandler::get_info(connected.service.service());
-            table.speak_modern(Modern {
-                meta: era::request_meta(&info),
-                answerer: self.answerer(),
-            });
+            table.speak_modern(Modern::new(era::request_meta(&info), self.answerer()));
         }
         let offer = match list_offer(&peer, &self.config.name).await {
             Ok(offer) => offer,

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CallTable;
 use super::legacy_tasks::LegacyTask;
-use super::params::edited;
+use super::params::{edited, spliced_meta};
 use crate::downstream::DownstreamError;
 use crate::downstream::sessions::Caller;
 
@@ -33,7 +33,23 @@ pub(crate) type Answerer = Arc<dyn Fn(InputTurn) + Send + Sync>;
 pub(crate) struct Modern {
     /// What every request carries in its `_meta`.
     pub meta: Map<String, Value>,
+    /// The same as JSON text, its members without the braces, to splice.
+    members: String,
     pub answerer: Answerer,
+}
+
+impl Modern {
+    pub(crate) fn new(meta: Map<String, Value>, answerer: Answerer) -> Self {
+        let text = serde_json::to_string(&meta).unwrap_or_default();
+        let members = (text.strip_prefix('{').and_then(|t| t.strip_suffix('}')))
+            .unwrap_or_default()
+            .to_owned();
+        Self {
+            meta,
+            members,
+            answerer,
+        }
+    }
 }
 
 /// A call's request as last sent, and its rounds of questions.
@@ -118,7 +134,12 @@ pub(crate) struct InputTurn {
 /// are what planmux's connection is). A request that cannot be read is left as it is,
 /// for the server to refuse. Its nesting was checked where it was read (the host's line)
 /// or made (a plan's arguments), so it is read beyond serde's default depth.
-pub(super) fn with_meta(request: Vec<u8>, meta: &Map<String, Value>) -> Vec<u8> {
+pub(super) fn with_meta(request: Vec<u8>, modern: &Modern) -> Vec<u8> {
+    // The usual case, without decoding the request: the members spliced in as text.
+    if let Some(spliced) = spliced_meta(&request, &modern.members, modern.meta.keys()) {
+        return spliced;
+    }
+    let meta = &modern.meta;
     edited(request, |params| {
         let carried = params.entry("_meta").or_insert_with(|| json!({}));
         if let Some(carried) = carried.as_object_mut() {

@@ -38,7 +38,7 @@ struct CallMeta<'a> {
     #[serde(borrow, rename = "progressToken")]
     progress_token: Option<&'a RawValue>,
     #[serde(borrow)]
-    traceparent: Option<Cow<'a, str>>,
+    traceparent: Option<&'a RawValue>,
 }
 
 /// A call this path takes, and where in its line the parts it rewrites are.
@@ -54,6 +54,7 @@ pub(super) struct Plain {
     id_at: Range<usize>,
     name_at: Range<usize>,
     token_at: Option<Range<usize>>,
+    trace_at: Option<Range<usize>>,
 }
 
 impl Plain {
@@ -76,9 +77,11 @@ impl Plain {
             Some(name) => name.to_owned(),
             None => serde_json::from_str(raw_name.get()).ok()?,
         };
-        let traceparent = (params.meta.as_ref())
-            .and_then(|meta| meta.traceparent.as_deref())
-            .map(str::to_owned);
+        let raw_trace = params.meta.as_ref().and_then(|meta| meta.traceparent);
+        let traceparent = match raw_trace {
+            Some(raw) => Some(serde_json::from_str::<String>(raw.get()).ok()?),
+            None => None,
+        };
         let token = params.meta.and_then(|meta| meta.progress_token);
         let progress = token.and_then(|t| id_text(t.get())).map(Cow::into_owned);
         let start = line.as_ptr() as usize;
@@ -94,6 +97,7 @@ impl Plain {
             id_at: at(raw_id),
             name_at: at(raw_name),
             token_at: token.map(at),
+            trace_at: raw_trace.map(at),
         })
     }
 
@@ -107,32 +111,36 @@ impl Plain {
         tool: &str,
         traceparent: Option<&str>,
     ) -> Vec<u8> {
-        let line = self.replaced(line, id, tool);
-        match traceparent {
-            Some(traceparent) => with_traceparent(line, traceparent),
-            None => line,
-        }
-    }
-
-    /// `line` with the id (and the progress token) and the name replaced.
-    fn replaced(&self, line: &[u8], id: &str, tool: &str) -> Vec<u8> {
-        let token = self.token_at.clone().map(|at| (at, id));
+        // A traceparent is hex digits and dashes: its JSON text needs no escapes.
+        let quoted = traceparent.map(|traceparent| format!("\"{traceparent}\""));
         let mut edits = [
             Some((self.id_at.clone(), id)),
             Some((self.name_at.clone(), tool)),
-            token,
+            self.token_at.clone().map(|at| (at, id)),
+            self.trace_at.clone().zip(quoted.as_deref()),
         ];
-        edits.sort_by_key(|edit| edit.as_ref().map(|(at, _)| at.start));
-        let mut out = Vec::with_capacity(line.len() + 2 * id.len() + tool.len() + 1);
-        let mut from = 0;
-        for (at, text) in edits.into_iter().flatten() {
-            out.extend_from_slice(&line[from..at.start]);
-            out.extend_from_slice(text.as_bytes());
-            from = at.end;
+        let line = replaced(line, &mut edits);
+        match traceparent {
+            // The host sent none: planmux's goes into its `_meta`.
+            Some(traceparent) if self.trace_at.is_none() => with_traceparent(line, traceparent),
+            _ => line,
         }
-        out.extend_from_slice(&line[from..]);
-        out
     }
+}
+
+/// `line` with each of `edits` (where, and the text put there) made.
+fn replaced(line: &[u8], edits: &mut [Option<(Range<usize>, &str)>]) -> Vec<u8> {
+    edits.sort_by_key(|edit| edit.as_ref().map(|(at, _)| at.start));
+    let added: usize = edits.iter().flatten().map(|(_, text)| text.len()).sum();
+    let mut out = Vec::with_capacity(line.len() + added);
+    let mut from = 0;
+    for (at, text) in edits.iter().flatten() {
+        out.extend_from_slice(&line[from..at.start]);
+        out.extend_from_slice(text.as_bytes());
+        from = at.end;
+    }
+    out.extend_from_slice(&line[from..]);
+    out
 }
 
 /// The JSON text an id or a progress token is known by (what the host's later messages
@@ -205,7 +213,7 @@ mod tests {
 
     /// The server's request is the host's bytes with planmux's id, the tool's own name and
     /// planmux's token; traced, its `_meta.traceparent` is planmux's call's (the host's
-    /// own, read for the host request's span, replaced), the rest kept.
+    /// own, read for the host request's span, replaced in place), the rest kept.
     #[test]
     fn a_forwarded_call_keeps_the_hosts_bytes_but_what_routes_it() -> Result<(), String> {
         let line = br#"{"jsonrpc":"2.0","id":"h-1","method":"tools/call","params":{"name":"s__echo","arguments":{"n":1.0},"_meta":{"progressToken":"p","traceparent":"00-aa-bb-01","x":1}}}"#;
@@ -216,10 +224,14 @@ mod tests {
         let expected = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.0},"_meta":{"progressToken":7,"traceparent":"00-aa-bb-01","x":1}}}"#;
         assert_eq!(String::from_utf8_lossy(&plain), expected);
         let traced = call.forwarded(line, "7", r#""echo""#, Some("00-cc-dd-01"));
-        let traced: Value = serde_json::from_slice(&traced).map_err(|e| e.to_string())?;
-        assert_eq!(traced["params"]["_meta"]["traceparent"], "00-cc-dd-01");
-        assert_eq!(traced["params"]["_meta"]["x"], 1);
-        assert_eq!(traced["params"]["_meta"]["progressToken"], 7);
+        let expected = expected.replace("00-aa-bb-01", "00-cc-dd-01");
+        assert_eq!(String::from_utf8_lossy(&traced), expected);
+        // Without the host's own, planmux's goes first into `_meta`, the rest as it was.
+        let line = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"s__echo","arguments":{"n":1.0}}}"#;
+        let call = Plain::read(line).ok_or("not read")?;
+        let traced = call.forwarded(line, "7", r#""echo""#, Some("00-cc-dd-01"));
+        let expected = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"traceparent":"00-cc-dd-01"},"name":"echo","arguments":{"n":1.0}}}"#;
+        assert_eq!(String::from_utf8_lossy(&traced), expected);
         Ok(())
     }
 }
