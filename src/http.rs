@@ -199,6 +199,7 @@ pub async fn serve_http(
         holds_tasks: !options.stateless,
         max_body: config.http.max_body_bytes,
         lanes,
+        loopback,
     });
     tracing::info!(addr = %bound, stateless = options.stateless, "serving MCP over HTTP at /mcp");
     ready(bound);
@@ -294,6 +295,8 @@ struct Front {
     max_body: usize,
     /// The passthrough for sessions' calls (not when stateless).
     lanes: Option<Arc<Lanes>>,
+    /// Whether it listens on a loopback address (then rmcp answers loopback names only).
+    loopback: bool,
 }
 
 impl Front {
@@ -325,7 +328,8 @@ impl Front {
                     Err(refused) => return refused,
                 };
                 if let Some(lanes) = &self.lanes
-                    && let Some(answer) = lane::take(lanes, &parts, &body, &caller).await
+                    && let Some(answer) =
+                        lane::take(lanes, &parts, &body, &caller, self.loopback).await
                 {
                     return answer;
                 }

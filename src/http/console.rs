@@ -20,7 +20,7 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use super::gate::{Gate, same};
+use super::gate::{Gate, names_loopback, same};
 use super::{Body, plain};
 use crate::console::{Asked, Console, Page};
 use crate::downstream::Downstreams;
@@ -67,7 +67,7 @@ impl Door {
         request: Request<Incoming>,
         downstreams: &Downstreams,
     ) -> Response<Body> {
-        if self.gate.is_open() && !names_loopback(&request) {
+        if self.gate.is_open() && !names_loopback(request.headers()) {
             return plain(
                 StatusCode::FORBIDDEN,
                 "the console answers on a loopback name only (localhost, 127.0.0.1, [::1]) while [http] tokens and [http.auth] are unset",
@@ -292,22 +292,6 @@ fn same_origin<B>(request: &Request<B>) -> Result<(), &'static str> {
     }
 }
 
-/// Whether the request's `Host` is a loopback name.
-fn names_loopback<B>(request: &Request<B>) -> bool {
-    let Some(host) = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-    else {
-        return false;
-    };
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    };
-    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
-}
-
 /// The value of the cookie `name`.
 fn cookie<'a, B>(request: &'a Request<B>, name: &str) -> Option<&'a str> {
     request
@@ -362,10 +346,16 @@ mod tests {
             "[::1]:8787",
             "localhost",
         ] {
-            assert!(names_loopback(&request(&[("host", host)])), "{host}");
+            assert!(
+                names_loopback(request(&[("host", host)]).headers()),
+                "{host}"
+            );
         }
         for host in ["evil.example:8787", "10.0.0.1", ""] {
-            assert!(!names_loopback(&request(&[("host", host)])), "{host}");
+            assert!(
+                !names_loopback(request(&[("host", host)]).headers()),
+                "{host}"
+            );
         }
     }
 

@@ -110,6 +110,22 @@ pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
+/// Whether a request's `Host` is a loopback name (what an open front, or one on a
+/// loopback address, answers: a page of another site cannot rebind a name to it).
+pub(super) fn names_loopback(headers: &http::HeaderMap) -> bool {
+    let Some(host) = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+    else {
+        return false;
+    };
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::same;

@@ -3,7 +3,9 @@
 //!
 //! Offered: a POST in a session (`Mcp-Session-Id`) whose host accepts an event stream and
 //! sent JSON, without SEP-2243's `Mcp-Method`/`Mcp-Name` headers (rmcp checks those
-//! against the body). The call's stream is what rmcp's would be: `text/event-stream`,
+//! against the body) and without an `Origin` (a browser's, which rmcp checks against
+//! `[http] origins`), naming a loopback `Host` when the front is on a loopback address
+//! (as rmcp requires there). Anything else is rmcp's to answer or refuse. The call's stream is what rmcp's would be: `text/event-stream`,
 //! each message one `data:` event (progress, a server's request, the answer, in order),
 //! a comment every 15 s while nothing else is said, ended after the answer. It carries no
 //! event ids: a host whose connection drops mid-call cannot resume it.
@@ -17,6 +19,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 
 use super::Body;
+use super::gate::names_loopback;
 use crate::identity::Identity;
 use crate::upstream::passthrough::sessions::{Headers, Lanes, Messages, Taken};
 
@@ -24,14 +27,17 @@ use crate::upstream::passthrough::sessions::{Headers, Lanes, Messages, Taken};
 /// hosts that give up on a quiet response keep it.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// The answer to POST `parts` + `body` from `caller`, if the passthrough takes it.
+/// The answer to POST `parts` + `body` from `caller`, if the passthrough takes it; the
+/// front is on a loopback address when `loopback`.
 pub(super) async fn take(
     lanes: &Lanes,
     parts: &http::request::Parts,
     body: &[u8],
     caller: &Identity,
+    loopback: bool,
 ) -> Option<Response<Body>> {
     let headers = &parts.headers;
+    let foreign = headers.contains_key(header::ORIGIN) || (loopback && !names_loopback(headers));
     let session = headers.get("mcp-session-id")?.to_str().ok()?;
     let accepts = |media: &str| {
         headers
@@ -45,7 +51,8 @@ pub(super) async fn take(
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.starts_with("application/json"));
     let standard = headers.contains_key("mcp-method") || headers.contains_key("mcp-name");
-    if !json || standard || !accepts("text/event-stream") || !accepts("application/json") {
+    if foreign || !json || standard || !accepts("text/event-stream") || !accepts("application/json")
+    {
         return None;
     }
     let read = Headers {

@@ -8,7 +8,8 @@
 //! server), a time limit, an answer over 16 MiB, a server that dies mid-call and its
 //! restart; and a checkpoint's refusal. What the passthrough keeps that rmcp's route does
 //! not (fields no SDK models, numbers as written, the host's cancel reason) is checked
-//! on its transcript.
+//! on its transcript. On both, a POST from another site's page (its `Origin`) or to a name
+//! rebound to the loopback front (its `Host`) is refused.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -95,6 +96,11 @@ impl Front {
 
     /// A POST of `message` in the session; its answer, to read.
     fn post(&self, message: &Value) -> anyhow::Result<Answer> {
+        self.post_as(message, "127.0.0.1", "")
+    }
+
+    /// [`Self::post`] naming `host` in its `Host` header, with `more` headers.
+    fn post_as(&self, message: &Value, host: &str, more: &str) -> anyhow::Result<Answer> {
         let body = message.to_string();
         let session = match self.session.as_str() {
             "" => String::new(),
@@ -104,7 +110,7 @@ impl Front {
         stream.set_read_timeout(Some(Duration::from_millis(200)))?;
         write!(
             stream,
-            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n{session}Content-Length: {}\r\n\r\n{body}",
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n{more}{session}Content-Length: {}\r\n\r\n{body}",
             body.len()
         )?;
         Ok(Answer {
@@ -233,6 +239,22 @@ type Case = (&'static str, Vec<Vec<u8>>);
 /// What the host read for each case, on `route`.
 fn transcript(route: &str) -> anyhow::Result<Vec<Case>> {
     let front = Front::start(route)?;
+    // A page of another site, or a name rebound to this loopback front, is refused on
+    // either route (rmcp's Origin and Host checks: the passthrough leaves such POSTs to it).
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "s__result", "arguments": {}}});
+    for (host, more) in [
+        ("127.0.0.1", "Origin: http://evil.example\r\n"),
+        ("evil.example", ""),
+    ] {
+        let mut refused = front.post_as(&call, host, more)?;
+        refused.read_head()?;
+        anyhow::ensure!(
+            refused.head.starts_with("HTTP/1.1 403"),
+            "{route}: {host} {more}: {}",
+            refused.head
+        );
+    }
     let mut cases = Vec::new();
     cases.push((
         "result with progress",
