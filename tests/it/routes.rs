@@ -27,14 +27,18 @@ pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 /// Past rmcp's 16 MiB line limit.
 pub(crate) const BIG: usize = 17 * 1024 * 1024;
 
-/// A servers.toml (in the returned folder) with the scripted server as `s`, and `extra`.
-pub(crate) fn scripted(extra: &str) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
+/// A servers.toml (in the returned folder) with the scripted server as `s`, its calls'
+/// time limit `limit_ms`, and `extra`.
+pub(crate) fn scripted(
+    limit_ms: u64,
+    extra: &str,
+) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
     let server =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/scripted.py");
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("servers.toml");
     let text = format!(
-        "[servers.s]\ncommand = \"python3\"\nargs = [\"{}\"]\ncall_timeout_ms = 1500\n{extra}",
+        "[servers.s]\ncommand = \"python3\"\nargs = [\"{}\"]\ncall_timeout_ms = {limit_ms}\n{extra}",
         server.display()
     );
     std::fs::write(&config, text)?;
@@ -51,7 +55,7 @@ struct Host {
 
 impl Host {
     fn start(route: &str) -> anyhow::Result<Self> {
-        let (dir, config) = scripted("")?;
+        let (dir, config) = scripted(1500, "")?;
         let mut child = Command::new(env!("CARGO_BIN_EXE_planmux"))
             .args(["serve", "--config"])
             .arg(&config)
