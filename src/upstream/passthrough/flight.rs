@@ -4,7 +4,7 @@
 //! cancellation and the end of the admission wait change it.
 
 use std::collections::HashMap;
-use std::ops::DerefMut;
+use std::ops::{DerefMut, Range};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -36,6 +36,20 @@ pub(super) enum Stage {
 }
 
 impl<T> Flight<T> {
+    /// The progress `line` of the table's call `id` (its token at `token`), as the host
+    /// reads it: under the host's token; `None` when it is not this call's, or the host
+    /// gave no token.
+    pub(super) fn host_progress(
+        &self,
+        id: &str,
+        mut line: Vec<u8>,
+        token: Range<usize>,
+    ) -> Option<Vec<u8>> {
+        let host_token = self.progress.as_ref().filter(|_| self.is(id))?;
+        line.splice(token, host_token.bytes());
+        Some(line)
+    }
+
     /// Whether the table's call `id` is this one.
     pub(super) fn is(&self, id: &str) -> bool {
         match &self.stage {

@@ -38,7 +38,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-use memchr::memmem::Finder;
 use rmcp::model::{ErrorData, LoggingLevel};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -120,11 +119,6 @@ pub struct Passthrough {
     /// The host's calls in flight, by the host's request id (as JSON text). The server's
     /// side of each is its connection's call table, by raw id.
     in_flight: Mutex<HashMap<String, Flight<Option<Spans>>>>,
-    /// What tells the messages this path looks at, built once (every host message is
-    /// scanned).
-    cancellation: Finder<'static>,
-    call: Finder<'static>,
-    task: Finder<'static>,
     /// Whether the host may take this path, once its handshake tells.
     host_fits: OnceLock<bool>,
     choice: RouteChoice,
@@ -144,9 +138,6 @@ impl Passthrough {
             upstream,
             writer,
             in_flight: Mutex::default(),
-            cancellation: Finder::new(b"notifications/cancelled"),
-            call: Finder::new(b"tools/call"),
-            task: Finder::new(b"\"task"),
             host_fits: OnceLock::new(),
             choice,
             tasks: TaskTracker::new(),
@@ -184,14 +175,14 @@ impl Passthrough {
     }
 
     fn claim(self: &Arc<Self>, line: &[u8]) -> Diverted {
-        if self.cancellation.find(line).is_some() {
+        if crate::text::contains!(line, b"notifications/cancelled") {
             self.cancelled(line);
             return Diverted::Left;
         }
         if self.claim_task(line) {
             return Diverted::Taken;
         }
-        if self.choice == RouteChoice::Rmcp || self.call.find(line).is_none() {
+        if self.choice == RouteChoice::Rmcp || !crate::text::contains!(line, b"tools/call") {
             return Diverted::Left;
         }
         let Some(call) = Plain::read(line) else {
@@ -252,6 +243,7 @@ impl Passthrough {
             call,
             route,
             serial,
+            traceparent,
         };
         self.tasks
             .spawn(self.clone().admit(admission, proof, cancel));
@@ -332,19 +324,14 @@ impl Passthrough {
         proof: Option<Authorized>,
         cancel: CancellationToken,
     ) {
-        let Admission {
-            line,
-            call,
-            route,
-            serial,
-        } = admission;
-        let outcome = self.admitted(&line, &call, &route, proof, &cancel).await;
-        let settled = flight::settle(&mut self.in_flight(), &call.key, serial, outcome);
+        let outcome = self.admitted(&admission, proof, &cancel).await;
+        let (key, serial) = (&admission.call.key, admission.serial);
+        let settled = flight::settle(&mut self.in_flight(), key, serial, outcome);
         let Some((answer, spans)) = settled else {
             return;
         };
         Spans::end_all(spans, Some(NOT_SENT.to_owned()));
-        if let Err(error) = self.reply(&call.key, answer).send().await {
+        if let Err(error) = self.reply(key, answer).send().await {
             tracing::debug!(%error, "the host's stream closed before a passthrough answer");
         }
     }
@@ -352,12 +339,17 @@ impl Passthrough {
     /// [`Self::admit`]'s waits: the call in its table, or why not.
     async fn admitted(
         self: &Arc<Self>,
-        line: &[u8],
-        call: &Plain,
-        route: &LineRoute,
+        admission: &Admission,
         proof: Option<Authorized>,
         cancel: &CancellationToken,
     ) -> Result<LineCall, Refused> {
+        let Admission {
+            line,
+            call,
+            route,
+            traceparent,
+            ..
+        } = admission;
         let downstreams = &self.upstream.downstreams;
         let proof = match proof {
             Some(proof) => proof,
@@ -376,9 +368,6 @@ impl Passthrough {
                 })?
             }
         };
-        // The server's parent span is planmux's call's.
-        let traceparent =
-            (self.in_flight().get(&call.key)).and_then(|flight| flight.to.as_ref()?.traceparent());
         let request = |id: &str, tool: &str| call.forwarded(line, id, tool, traceparent.as_deref());
         let sent = route.send(&proof, self.sink(&call.key), request, cancel);
         sent.await.map_err(|(error, sink)| match sink {
@@ -394,6 +383,8 @@ struct Admission {
     call: Plain,
     route: LineRoute,
     serial: u64,
+    /// What the server is sent as its parent span, when traced.
+    traceparent: Option<String>,
 }
 
 impl Plain {
@@ -420,18 +411,8 @@ impl RouteSink for Passthrough {
         Some(self.reply(key, Answer::Reply(reply)))
     }
 
-    fn progress(
-        &self,
-        key: &str,
-        id: &str,
-        mut line: Vec<u8>,
-        token: Range<usize>,
-    ) -> Option<Forward> {
-        let host_token = match self.in_flight().get(key) {
-            Some(flight) if flight.is(id) => flight.progress.clone()?,
-            _ => return None,
-        };
-        line.splice(token, host_token.into_bytes());
+    fn progress(&self, key: &str, id: &str, line: Vec<u8>, token: Range<usize>) -> Option<Forward> {
+        let line = self.in_flight().get(key)?.host_progress(id, line, token)?;
         Some(Forward {
             to: self.writer.clone(),
             bytes: line,

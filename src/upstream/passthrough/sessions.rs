@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 mod questions;
 
 use bytes::Bytes;
-use memchr::memmem::Finder;
 use rmcp::model::{ErrorData, ProtocolVersion};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -47,23 +46,9 @@ use crate::wire::{Diverted, Forward};
 use questions::Questions;
 
 /// The HTTP sessions whose calls may take this path, by rmcp's session id.
+#[derive(Default)]
 pub struct Lanes {
     joined: Mutex<HashMap<String, Arc<Lane>>>,
-    cancellation: Finder<'static>,
-    call: Finder<'static>,
-    /// A request's own protocol revision (`_meta`), which rmcp checks.
-    version: Finder<'static>,
-}
-
-impl Default for Lanes {
-    fn default() -> Self {
-        Self {
-            joined: Mutex::default(),
-            cancellation: Finder::new(b"notifications/cancelled"),
-            call: Finder::new(b"tools/call"),
-            version: Finder::new(b"protocolVersion"),
-        }
-    }
 }
 
 /// What this path reads of a POST's headers.
@@ -106,7 +91,7 @@ impl Lanes {
         let Some(lane) = self.joined().get(session).cloned() else {
             return Taken::Left;
         };
-        if self.cancellation.find(body).is_some() {
+        if crate::text::contains!(body, b"notifications/cancelled") {
             lane.cancelled(body);
             return Taken::Left;
         }
@@ -116,7 +101,10 @@ impl Lanes {
         // rmcp checks a header, or a request's own `_meta`, naming another revision than
         // the session's.
         let other_version = version.is_some_and(|v| v != lane.version.as_str().as_bytes());
-        if other_version || self.call.find(body).is_none() || self.version.find(body).is_some() {
+        if other_version
+            || !crate::text::contains!(body, b"tools/call")
+            || crate::text::contains!(body, b"protocolVersion")
+        {
             return Taken::Left;
         }
         let Some(call) = Plain::read(body) else {
@@ -248,22 +236,30 @@ impl Lane {
         let cancel = self.joining.shutdown.child_token();
         let (asks, questions) = mpsc::unbounded_channel();
         let caller = self.caller(identity, Asks(asks));
+        let sent_parent;
         {
             let mut in_flight = self.in_flight();
             if in_flight.contains_key(&call.key) {
                 return None;
             }
-            let traceparent = call.traceparent.as_deref().or(traceparent);
+            let spans = Spans::start(
+                &call.name,
+                call.traceparent.as_deref().or(traceparent),
+                &route,
+            );
+            // The server's parent span is planmux's call's.
+            sent_parent = spans.as_ref().and_then(Spans::traceparent);
             let out = Out {
                 stream,
                 caller: caller.clone(),
-                spans: Spans::start(&call.name, traceparent, &route),
+                spans,
             };
             let flight = call.flight(serial, Stage::Admitting(cancel.clone()), out);
             in_flight.insert(call.key.clone(), flight);
         }
         let calling = self.joining.host.calling(route.server(), Some(&caller));
-        let outcome = self.admitted(line, &call, &route, identity, &cancel).await;
+        let parent = sent_parent.as_deref();
+        let outcome = (self.admitted(line, &call, parent, &route, identity, &cancel)).await;
         let settled = flight::settle(&mut self.in_flight(), &call.key, serial, outcome);
         let first = settled.map(|(answer, out)| {
             out.ended(Some(NOT_SENT.to_owned()));
@@ -283,10 +279,12 @@ impl Lane {
     }
 
     /// The checkpoint and the send: the call in its table, or why not.
+    /// `traceparent` is what the server is sent as its parent span.
     async fn admitted(
         self: &Arc<Self>,
         line: &[u8],
         call: &Plain,
+        traceparent: Option<&str>,
         route: &LineRoute,
         identity: &Identity,
         cancel: &CancellationToken,
@@ -307,10 +305,7 @@ impl Lane {
             let error = ErrorData::invalid_params(denied.to_string(), None);
             Refused::Answer(Answer::Error(error))
         })?;
-        // The server's parent span is planmux's call's.
-        let traceparent = (self.in_flight().get(&call.key))
-            .and_then(|flight| flight.to.spans.as_ref()?.traceparent());
-        let request = |id: &str, tool: &str| call.forwarded(line, id, tool, traceparent.as_deref());
+        let request = |id: &str, tool: &str| call.forwarded(line, id, tool, traceparent);
         let sink = Sink::Host {
             key: call.key.clone(),
             to: self.clone(),
@@ -364,17 +359,13 @@ impl RouteSink for Lane {
         None
     }
 
-    fn progress(
-        &self,
-        key: &str,
-        id: &str,
-        mut line: Vec<u8>,
-        token: Range<usize>,
-    ) -> Option<Forward> {
+    fn progress(&self, key: &str, id: &str, line: Vec<u8>, token: Range<usize>) -> Option<Forward> {
         let in_flight = self.in_flight();
-        let flight = in_flight.get(key).filter(|flight| flight.is(id))?;
-        line.splice(token, flight.progress.clone()?.into_bytes());
-        let _ = flight.to.stream.send(Event::Said(line));
+        let flight = in_flight.get(key)?;
+        let _ = flight
+            .to
+            .stream
+            .send(Event::Said(flight.host_progress(id, line, token)?));
         None
     }
 

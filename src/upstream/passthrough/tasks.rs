@@ -38,7 +38,7 @@ impl Passthrough {
     /// Takes the host's line when it is a 2025-11-25 task message planmux answers: a
     /// `tools/call` of a downstream tool with a `task`, or `tasks/*`. Whether it took it.
     pub(super) fn claim_task(self: &Arc<Self>, line: &[u8]) -> bool {
-        if self.task.find(line).is_none() || !self.host_fits() {
+        if !crate::text::contains!(line, b"\"task") || !self.host_fits() {
             return false;
         }
         let Some(message) = read(line) else {
